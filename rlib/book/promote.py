@@ -1,0 +1,49 @@
+"""`promote`: copy a profile's complete artifacts into the committed `figures/` folder.
+
+`figures/<chapter>/` then holds the small PNG/SVG/CSV/MD files of the latest run (the `cpu` profile
+by default), so a reader sees the results on the repository without running anything, and
+`figures/MANIFEST.json` records where every file came from (profile, git SHA, run key, sha256).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from rlib import paths
+from rlib.assets import sha256_file
+from rlib.book import manifest as manifest_mod
+from rlib.book.runner import missing_artifacts, profile_dir
+from rlib.book.session import write_json
+from rlib.config import ConfigError, get_profile
+
+
+def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:
+    get_profile(profile)
+    manifest = manifest_mod.load()
+    chapters = manifest.select(only)
+    root = profile_dir(profile)
+    for ch in chapters:  # every chapter must be complete before anything is copied
+        prov = root / ch.id / "provenance.json"
+        if not prov.exists() or missing_artifacts(ch, root / ch.id):
+            raise ConfigError(f"{ch.id} has no complete {profile} run in {root / ch.id}; "
+                              f"run `python -m rlib.book run --profile {profile} --only {ch.id}` first")
+    index_file = paths.FIGURES / "MANIFEST.json"
+    index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    copied = []
+    for ch in chapters:
+        src, dst = root / ch.id, paths.FIGURES / ch.id
+        prov = json.loads((src / "provenance.json").read_text())
+        shutil.rmtree(dst, ignore_errors=True)
+        dst.mkdir(parents=True)
+        for f in ch.artifact_files():
+            shutil.copy2(src / f, dst / f)
+            copied.append(f"{ch.id}/{f}")
+        index[ch.id] = {
+            "profile": profile, "git": prov["git"], "key": prov["key"], "started": prov["started"],
+            "wall_s": prov["wall_s"], "parameters": prov["parameters"],
+            "device": (prov.get("environment") or {}).get("device"),
+            "files": {f: sha256_file(dst / f) for f in ch.artifact_files()},
+        }
+    write_json(index_file, index)
+    return copied

@@ -1,0 +1,319 @@
+"""The book runner: execute chapters with papermill into `runs/<profile>/<chapter>/`.
+
+Per chapter, in manifest order:
+  1. validate parameters against the chapter's parameters cell (before anything runs)
+  2. skip it when its fingerprint (chapter source, parameters, library code, manifest entry) matches
+     the last complete run and every declared artifact is there
+  3. execute it with papermill into a fresh staging folder (`runs/<profile>/.staging/`)
+  4. check every declared artifact was written, render HTML, write `provenance.json`
+  5. swap the staging folder into place with two renames
+
+A run killed at any point leaves the previous complete outputs (or none) in place, never a mix;
+the next run cleans the staging area and starts the chapter again. A failed chapter's partial
+notebook is kept in `runs/<profile>/.failed/<chapter>/` for debugging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlib import paths
+from rlib.assets import sha256_file
+from rlib.book import manifest as manifest_mod
+from rlib.book import params as params_mod
+from rlib.book.manifest import Chapter, Manifest
+from rlib.book.session import RUNNER_ENV, write_json
+from rlib.config import ConfigError, get_profile
+
+log = logging.getLogger("rlib.book")
+
+
+@dataclass
+class Planned:
+    chapter: Chapter
+    params: dict[str, Any]  # everything but out_dir, which the runner sets per attempt
+    key: str
+
+
+# ----------------------------------------------------------------------------------------------
+# planning: validation happens here, before any chapter runs
+
+
+def plan(manifest: Manifest, profile: str, only: list[str] | None, cli_params: list[str]) -> list[Planned]:
+    get_profile(profile)
+    chapters = manifest.select(only)
+    overrides = {**{k: ("value", v) for k, v in manifest.params_for(profile).items()},
+                 **{k: ("text", v) for k, v in params_mod.split_assignments(cli_params).items()}}
+    declared = {ch.id: params_mod.declared(ch.source) for ch in chapters}
+    for name in overrides:
+        if name in ("profile", "out_dir"):
+            raise ConfigError(f"parameter {name!r} is set by the runner; use --profile, not -p {name}=...")
+        if not any(name in d for d in declared.values()):
+            known = sorted({p for d in declared.values() for p in d} - {"profile", "out_dir"})
+            raise ConfigError(
+                f"unknown parameter {name!r}: no selected chapter declares it. "
+                f"Known parameters: {', '.join(known)} (see `python -m rlib.book params`)"
+            )
+    code = code_fingerprint()
+    planned = []
+    for ch in chapters:
+        where = ch.id
+        values = {}
+        for name, (kind, raw) in overrides.items():
+            if name not in declared[ch.id]:
+                continue
+            param = declared[ch.id][name]
+            values[name] = (params_mod.parse_cli_value(param, raw, where) if kind == "text"
+                            else params_mod.check_value(param, raw, where))
+        values["profile"] = profile
+        resolved = {p.name: p.default for p in declared[ch.id].values() if p.name != "out_dir"}
+        resolved.update(values)
+        planned.append(Planned(ch, resolved, chapter_key(ch, resolved, code)))
+    return planned
+
+
+def code_fingerprint() -> str:
+    """Hash of the library and kernel sources and the pinned requirements."""
+    h = hashlib.sha256()
+    files = sorted(paths.ROOT.glob("rlib/**/*.py")) + sorted(paths.ROOT.glob("kernels/**/*.py"))
+    files.append(paths.ROOT / "requirements.txt")
+    for f in files:
+        if f.exists():
+            h.update(str(f.relative_to(paths.ROOT)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def chapter_key(ch: Chapter, params: dict, code: str) -> str:
+    blob = json.dumps({"source": ch.source.read_text(), "params": params, "code": code,
+                       "tables": ch.tables, "figures": ch.figures}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------
+# folders
+
+
+def profile_dir(profile: str) -> Path:
+    return paths.RUNS / profile
+
+
+def is_up_to_date(item: Planned, profile: str) -> bool:
+    final = profile_dir(profile) / item.chapter.id
+    prov = final / "provenance.json"
+    if not prov.exists():
+        return False
+    try:
+        info = json.loads(prov.read_text())
+    except json.JSONDecodeError:
+        return False
+    return (info.get("key") == item.key and info.get("status") == "complete"
+            and not missing_artifacts(item.chapter, final))
+
+
+def missing_artifacts(ch: Chapter, folder: Path) -> list[str]:
+    return [f for f in ch.artifact_files() if not (folder / f).is_file()]
+
+
+def recover(profile: str) -> None:
+    """Undo what a killed run left: stale staging folders, a swap cut between its two renames."""
+    root = profile_dir(profile)
+    shutil.rmtree(root / ".staging", ignore_errors=True)
+    for trash in root.glob(".trash-*"):
+        final = root / trash.name.removeprefix(".trash-")
+        if not final.exists():
+            trash.rename(final)  # the old complete outputs come back
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
+
+
+def swap_into_place(staging: Path, final: Path) -> None:
+    trash = final.with_name(f".trash-{final.name}")
+    if final.exists():
+        final.rename(trash)
+    staging.rename(final)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def profile_lock(profile: str) -> Iterator[None]:
+    root = profile_dir(profile)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"another book runner is working on {root}; wait for it or stop it") from None
+        yield
+
+
+# ----------------------------------------------------------------------------------------------
+# execution
+
+
+def _kernel_env() -> None:
+    """Papermill starts the kernel as a child process: it inherits these."""
+    os.environ[RUNNER_ENV] = "1"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    pp = os.environ.get("PYTHONPATH", "")
+    if str(paths.ROOT) not in pp.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.ROOT), pp) if p)
+
+
+def execute(item: Planned, profile: str, kernel: str) -> dict[str, Any]:
+    """Run one chapter into staging, check and render it, then swap it into place."""
+    import jupytext
+    import papermill
+
+    ch = item.chapter
+    root = profile_dir(profile)
+    # a fresh folder per attempt: a kernel orphaned by a killed runner can never write into it
+    staging = root / ".staging" / f"{ch.id}-{os.getpid()}-{int(time.time())}"
+    staging.mkdir(parents=True)
+    nb = jupytext.read(ch.source)
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    nb.metadata["jupytext"] = {"formats": "ipynb,py:percent"}
+    out_nb = staging / f"{ch.id}.ipynb"
+    params = {**item.params, "out_dir": str(staging)}
+    prof = get_profile(profile)
+    started = time.time()
+    try:
+        papermill.execute_notebook(
+            nb, str(out_nb), parameters=params, kernel_name=kernel, cwd=str(paths.NOTEBOOKS),
+            log_output=True, progress_bar=False, execution_timeout=2 * prof.chapter_budget_s,
+        )
+    except BaseException:
+        failed = root / ".failed" / ch.id
+        shutil.rmtree(failed, ignore_errors=True)
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        if staging.exists():
+            staging.rename(failed)
+        raise
+    wall = time.time() - started
+    missing = missing_artifacts(ch, staging)
+    if missing:
+        raise ConfigError(f"{ch.id}: ran but did not write its declared artifact(s) {missing}; see {out_nb}")
+    render_html(out_nb, staging / f"{ch.id}.html")
+    provenance = build_provenance(item, profile, out_nb, staging, started, wall)
+    write_json(staging / "provenance.json", provenance)
+    swap_into_place(staging, root / ch.id)
+    return provenance
+
+
+def render_html(notebook: Path, html: Path) -> None:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(notebook, as_version=4))
+    html.write_text(body)
+
+
+def git_state() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=paths.ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {"sha": git("rev-parse", "HEAD") or None, "dirty": dirty}
+
+
+def build_provenance(item: Planned, profile: str, out_nb: Path, folder: Path, started: float,
+                     wall: float) -> dict[str, Any]:
+    import nbformat
+
+    nb = nbformat.read(out_nb, as_version=4)
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        head = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+        cells.append({"index": i, "source": head[:80],
+                      "duration_s": round(cell.metadata.get("papermill", {}).get("duration") or 0.0, 3)})
+    env_file = folder / "environment.json"
+    return {
+        "chapter": item.chapter.id,
+        "profile": profile,
+        "status": "complete",
+        "key": item.key,
+        "parameters": item.params,
+        "git": git_state(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "wall_s": round(wall, 2),
+        "cells": cells,
+        "environment": json.loads(env_file.read_text()) if env_file.exists() else None,
+        "artifacts": {f: sha256_file(folder / f) for f in item.chapter.artifact_files()},
+        "runner": {"argv": sys.argv, "python": sys.executable},
+    }
+
+
+def _raise_on_sigterm(signum, frame):  # a killed runner still shuts its kernel down cleanly
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_book(profile: str, only: list[str] | None = None, cli_params: list[str] | None = None,
+             keep_going: bool = False, force: bool = False) -> int:
+    """Validate, then run the selected chapters; returns a process exit status."""
+    manifest = manifest_mod.load()
+    planned = plan(manifest, profile, only, cli_params or [])
+    from rlib.config import check_resources
+
+    check_resources(get_profile(profile))
+    _kernel_env()
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    failures: list[tuple[str, str]] = []
+    with profile_lock(profile):
+        recover(profile)
+        for item in planned:
+            ch = item.chapter
+            if not force and is_up_to_date(item, profile):
+                log.info(f"[book] {ch.id}: up to date (key {item.key}), skipped")
+                continue
+            log.info(f"[book] {ch.id}: running ({profile} profile) -> {profile_dir(profile) / ch.id}")
+            try:
+                prov = execute(item, profile, manifest.kernel)
+            except KeyboardInterrupt:
+                log.error(f"[book] {ch.id}: interrupted; previous outputs left as they were")
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported, and fatal unless --keep-going
+                reason = _short_error(exc)
+                log.error(f"[book] {ch.id}: FAILED: {reason}\n"
+                          f"[book] partial notebook: {profile_dir(profile) / '.failed' / ch.id}")
+                failures.append((ch.id, reason))
+                if not keep_going:
+                    break
+                continue
+            log.info(f"[book] {ch.id}: done in {prov['wall_s']:.0f} s")
+        from rlib.book import report
+
+        index = report.write_report(profile, manifest)
+        log.info(f"[book] report: {index}")
+    if failures:
+        log.error("[book] failed chapters: " + ", ".join(c for c, _ in failures))
+        return 1
+    return 0
+
+
+def _short_error(exc: Exception) -> str:
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (type(exc).__name__ + ": " + " | ".join(lines[-3:]))[:600] if lines else type(exc).__name__
