@@ -508,6 +508,15 @@ def load_model(name: str, dtype=None, device: str = "cpu"):
     return model.to(device).eval()
 
 
+def summary():
+    """A pandas table of every asset: kind, pinned wheels, licence, whether it is ready here."""
+    import pandas as pd
+
+    return pd.DataFrame([{"asset": a.name, "kind": a.kind, "description": a.description,
+                          "wheels": ", ".join(w.requirement for w in a.wheels) or "(the interpreter's own)",
+                          "licence": a.licence, "ready": is_ready(a.name)} for a in REGISTRY.values()])
+
+
 # ----------------------------------------------------------------------------------------------
 # command line: python -m rlib.assets {list,fetch,verify}
 

@@ -128,6 +128,24 @@ def eos_id_for(tokenizer) -> int:
     return int(tok.eos_token_id)
 
 
+def encode_texts(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, without special tokens added and with none parsed out of the text.
+
+    A literal `<|endoftext|>` or `<eos>` inside a document is tokenized as ordinary text, so the
+    separator id appears in a stream only between documents. Fast tokenizers go through the Rust
+    `encode_batch_fast` (parallel, no offsets: about twice as fast as `tokenizer(texts)`, same ids).
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch_fast"):
+        return tokenizer(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    saved = backend.encode_special_tokens
+    backend.encode_special_tokens = True
+    try:
+        return [encoding.ids for encoding in backend.encode_batch_fast(texts, add_special_tokens=False)]
+    finally:
+        backend.encode_special_tokens = saved
+
+
 # ----------------------------------------------------------------------------------------------
 # token caches
 
@@ -240,7 +258,7 @@ def _build(corpus: str, tokenizer: str, split: str, bin_path: Path, meta_path: P
                        desc=f"tokenize {corpus}/{split} [{tokenizer}]", disable=not progress)
     with _atomic_output(bin_path) as out:
         for batch in _batches_by_chars(docs, BATCH_CHARS):
-            for ids in tok([d.text for d in batch], add_special_tokens=False)["input_ids"]:
+            for ids in encode_texts(tok, [d.text for d in batch]):
                 doc_starts.append(n_tokens)
                 stream_piece = np.asarray([*ids, eos_id], dtype=TOKEN_DTYPE)  # [doc_len + 1]
                 out.write(stream_piece.tobytes())

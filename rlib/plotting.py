@@ -27,7 +27,7 @@ _RC = {
     "figure.constrained_layout.use": True,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.titleweight": "semibold",
+    "axes.titleweight": "bold",
     "legend.frameon": False,
     "grid.linewidth": 0.6,
 }

