@@ -38,6 +38,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -46,6 +47,12 @@ from torch.utils.data import Dataset, Sampler
 from rlib import assets, paths
 from rlib import corpora as corpus_lib
 from rlib.progress import progress as progress_bar
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from transformers import PreTrainedTokenizerBase
+
+    TokenizerLike = str | PreTrainedTokenizerBase
 
 FORMAT_VERSION = 1
 TOKEN_DTYPE = np.uint32
@@ -68,28 +75,38 @@ BATCH_CHARS = 2_000_000  # characters handed to the fast tokenizer per call (it 
 
 def check_tokenizer(tokenizer: str) -> str:
     """A model asset name or `hf:ORG/NAME`; anything else raises ValueError."""
+    valid = f"valid tokenizers: {', '.join(assets.MODELS)} or hf:ORG/NAME"
+    if not isinstance(tokenizer, str):
+        raise ValueError(f"tokenizer must be a name, got {tokenizer!r}; {valid}")
     is_hub_name = tokenizer.startswith(assets.HUB_PREFIX) and len(tokenizer) > len(assets.HUB_PREFIX)
     if tokenizer not in assets.MODELS and not is_hub_name:
-        raise ValueError(
-            f"unknown tokenizer {tokenizer!r}; valid tokenizers: {', '.join(assets.MODELS)} or hf:ORG/NAME"
-        )
+        raise ValueError(f"unknown tokenizer {tokenizer!r}; {valid}")
     return tokenizer
 
 
 @functools.cache
-def load_tokenizer(tokenizer: str):
+def load_tokenizer(tokenizer: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a model asset (or hub model), loaded once per process."""
     return assets.load_tokenizer(check_tokenizer(tokenizer))
 
 
 def fingerprint_tokenizer_files(folder: Path) -> str:
-    """Short sha256 of the tokenizer files in a checkpoint folder (names and contents)."""
-    digest = hashlib.sha256()
-    found = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    """Short sha256 of the tokenizer files in a checkpoint folder (names and contents).
+
+    Memoized on the files' (name, size, mtime), so a cache hit does not re-read Gemma's 33 MB
+    tokenizer.json, while an edited file is hashed again.
+    """
+    found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
     if not found:
         raise ValueError(f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) in {folder}")
-    for name in found:
-        digest.update(name.encode() + b"\0" + (folder / name).read_bytes() + b"\0")
+    return _hash_files(tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in found))
+
+
+@functools.lru_cache(maxsize=64)
+def _hash_files(signature: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path, _size, _mtime in signature:
+        digest.update(Path(path).name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 
@@ -100,11 +117,11 @@ def tokenizer_key(tokenizer: str) -> str:
     return f"{readable_name}-{fingerprint_tokenizer_files(folder)}"
 
 
-def _as_tokenizer(tokenizer):
+def _as_tokenizer(tokenizer: TokenizerLike) -> PreTrainedTokenizerBase:
     return load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
 
 
-def bos_id_for(tokenizer) -> int | None:
+def bos_id_for(tokenizer: TokenizerLike) -> int | None:
     """The BOS id if the tokenizer adds BOS when encoding normally (Gemma), else None (SmolLM2).
 
     `tokenizer` is a name (see `check_tokenizer`) or a loaded tokenizer.
@@ -117,7 +134,7 @@ def bos_id_for(tokenizer) -> int | None:
     return int(bos) if ids and ids[0] == bos else None
 
 
-def eos_id_for(tokenizer) -> int:
+def eos_id_for(tokenizer: TokenizerLike) -> int:
     """The id that ends every document: `<|endoftext|>` if in the vocabulary, else `eos_token_id`."""
     tok = _as_tokenizer(tokenizer)
     separator = tok.get_vocab().get(DOCUMENT_SEPARATOR_TOKEN)
@@ -128,7 +145,7 @@ def eos_id_for(tokenizer) -> int:
     return int(tok.eos_token_id)
 
 
-def encode_texts(tokenizer, texts: list[str]) -> list[list[int]]:
+def encode_texts(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
     """Token ids of each text, without special tokens added and with none parsed out of the text.
 
     A literal `<|endoftext|>` or `<eos>` inside a document is tokenized as ordinary text, so the
@@ -249,22 +266,17 @@ def _build(corpus: str, tokenizer: str, split: str, bin_path: Path, meta_path: P
     tok = load_tokenizer(tokenizer)
     eos_id = eos_id_for(tok)
     docs = corpus_lib.documents_in(corpus, split)
+    n_characters = sum(len(d.text) for d in docs)
     t0 = time.perf_counter()
     bin_path.parent.mkdir(parents=True, exist_ok=True)
     meta_path.unlink(missing_ok=True)  # an old json must never describe the new stream
-    doc_starts: list[int] = []
-    n_tokens = 0
-    bar = progress_bar(total=sum(len(d.text) for d in docs), unit="char", unit_scale=True,
-                       desc=f"tokenize {corpus}/{split} [{tokenizer}]", disable=not progress)
-    with _atomic_output(bin_path) as out:
-        for batch in _batches_by_chars(docs, BATCH_CHARS):
-            for ids in encode_texts(tok, [d.text for d in batch]):
-                doc_starts.append(n_tokens)
-                stream_piece = np.asarray([*ids, eos_id], dtype=TOKEN_DTYPE)  # [doc_len + 1]
-                out.write(stream_piece.tobytes())
-                n_tokens += len(stream_piece)
-            bar.update(sum(len(d.text) for d in batch))
-    bar.close()
+    with (
+        progress_bar(total=n_characters, unit="char", unit_scale=True, disable=not progress,
+                     desc=f"tokenize {corpus}/{split} [{tokenizer}]") as bar,
+        _atomic_output(bin_path) as out,
+    ):
+        doc_starts = _write_stream(tok, docs, eos_id, out, bar)
+    n_tokens = bin_path.stat().st_size // np.dtype(TOKEN_DTYPE).itemsize
     meta = {
         **expected,
         "corpus": corpus,
@@ -275,13 +287,28 @@ def _build(corpus: str, tokenizer: str, split: str, bin_path: Path, meta_path: P
         "vocab_size": len(tok),
         "n_tokens": n_tokens,
         "n_documents": len(docs),
-        "n_characters": sum(len(d.text) for d in docs),
+        "n_characters": n_characters,
         "tokenize_seconds": round(time.perf_counter() - t0, 2),
         "doc_ids": [d.doc_id for d in docs],
         "doc_starts": doc_starts,
     }
     with _atomic_output(meta_path) as out:
         out.write(json.dumps(meta).encode())
+
+
+def _write_stream(tok: PreTrainedTokenizerBase, docs: Sequence[corpus_lib.Document], eos_id: int, out,
+                  bar) -> list[int]:
+    """Write every document's ids and one EOS to `out`; return where each document starts."""
+    doc_starts: list[int] = []
+    n_tokens = 0
+    for batch in _batches_by_chars(docs, BATCH_CHARS):
+        for ids in encode_texts(tok, [d.text for d in batch]):
+            doc_starts.append(n_tokens)
+            stream_piece = np.asarray([*ids, eos_id], dtype=TOKEN_DTYPE)  # [doc_len + 1]
+            out.write(stream_piece.tobytes())
+            n_tokens += len(stream_piece)
+        bar.update(sum(len(d.text) for d in batch))
+    return doc_starts
 
 
 def _batches_by_chars(docs: Sequence[corpus_lib.Document], max_chars: int) -> Iterator[list[corpus_lib.Document]]:
@@ -471,7 +498,7 @@ def _as_names(names: str | Iterable[str]) -> list[str]:
     return [names] if isinstance(names, str) else list(names)
 
 
-def corpus_stats(corpora: str | Iterable[str], tokenizers: str | Iterable[str]):
+def corpus_stats(corpora: str | Iterable[str], tokenizers: str | Iterable[str]) -> pd.DataFrame:
     """One row per (corpus, non-empty split): documents, characters, tokens and chars/token per tokenizer.
 
     `tokens_<tokenizer>` counts text tokens, without the one EOS the cache adds per document.

@@ -16,6 +16,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 __all__ = ["grouped_bars", "new_figure", "plot_latency", "plot_perplexity", "style"]
 
@@ -88,6 +89,7 @@ def grouped_bars(
     Duplicate (x, hue) rows are averaged; missing combinations leave a gap. Categories keep their
     order of first appearance. `log="auto"` uses a log y axis when the values span more than 10x.
     """
+    own_figure = ax is None
     if ax is None:
         _, ax = new_figure()
     data, hue_col = _hue_column(df, hue)
@@ -96,6 +98,7 @@ def grouped_bars(
     table = table.unstack(hue_col) if hue_col is not None else table.to_frame(y)  # [n_x, n_hue]
     n_x, n_hue = table.shape
     width = 0.8 / n_hue
+    rotate = n_x * n_hue > 12  # narrow bars: vertical value labels
     colours = sns.color_palette(PALETTE, n_hue)
     for j, level in enumerate(table.columns):
         values = table[level].to_numpy(dtype=float)  # [n_x]
@@ -104,30 +107,48 @@ def grouped_bars(
         bars = ax.bar(pos, values[keep], width * 0.92, color=colours[j], label=str(level))
         if annotate:
             ax.bar_label(bars, labels=[fmt.format(v) for v in values[keep]], padding=2, fontsize=8,
-                         rotation=90 if n_x * n_hue > 12 else 0)
-    _finish_axes(ax, table, log, annotate)
+                         rotation=90 if rotate else 0)
+    is_log = _finish_axes(ax, table, log, headroom=(1.3 if rotate else 1.12) if annotate else 1.05)
     ax.set_xticks(np.arange(n_x), [str(v) for v in table.index])
     ax.set_xlabel(xlabel if xlabel is not None else x)
-    ax.set_ylabel(ylabel if ylabel is not None else y)
+    ax.set_ylabel((ylabel if ylabel is not None else y) + (" (log scale)" if is_log else ""))
     if title:
         ax.set_title(title)
     if hue_col is not None:
-        ax.legend(title=hue_col, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, title_fontsize=9)
+        _legend(ax, hue_col, n_hue, below=own_figure)
     return ax.figure
 
 
-def _finish_axes(ax: Axes, table: pd.DataFrame, log: bool | str, annotate: bool) -> None:
-    """Log or linear y, with headroom above the tallest bar for its label."""
+def _legend(ax: Axes, title: str, n: int, below: bool) -> None:
+    """Below the axes on a figure of our own (the axes keep their width), as many columns as fit."""
+    if below:
+        longest = max(len(t) for t in ax.get_legend_handles_labels()[1])
+        ncol = max(1, min(n, 85 // (longest + 6)))  # about 85 legend characters fit across 6.4 in
+        ax.figure.legend(title=title, loc="outside lower center", ncol=ncol, fontsize=9, title_fontsize=9)
+    else:
+        ax.legend(title=title, fontsize=9, title_fontsize=9)
+
+
+def _finish_axes(ax: Axes, table: pd.DataFrame, log: bool | str, headroom: float) -> bool:
+    """Log or linear y with `headroom` (a factor; a larger one on a log axis) above the tallest bar.
+
+    A log axis gets plain-number ticks at 1, 2, 5 x 10^k. Returns whether the axis is log.
+    """
     values = table.to_numpy(dtype=float)
     values = values[~np.isnan(values)]
     if len(values) == 0:
-        return
+        return False
     top = float(values.max())
     if _wants_log(values, log):
         ax.set_yscale("log")
-        ax.set_ylim(float(values.min()) / 2, top * (4 if annotate else 1.5))
-    elif top > 0:
-        ax.set_ylim(0, top * (1.15 if annotate else 1.05))
+        ax.set_ylim(float(values.min()) / 2, top * headroom**4)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        return True
+    if top > 0:
+        ax.set_ylim(0, top * headroom)
+    return False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -139,12 +160,10 @@ def plot_perplexity(
     x: str = "corpus",
     y: str = "ppl",
     hue: str | Sequence[str] = ("model", "dtype"),
-    title: str = "Held-out perplexity of the base models",
+    title: str = "Held-out perplexity of the base models (lower is better)",
 ) -> Figure:
-    """Grouped bars of held-out perplexity per corpus, one bar per model and dtype (lower is better)."""
-    fig = grouped_bars(df, x, y, hue, title=title, xlabel="held-out corpus",
-                       ylabel="perplexity (exp nats/token, lower is better)")
-    return fig
+    """Grouped bars of held-out perplexity per corpus, one bar per model and dtype."""
+    return grouped_bars(df, x, y, hue, fmt="{:.1f}", title=title, xlabel="held-out corpus", ylabel="perplexity")
 
 
 def plot_latency(
@@ -161,11 +180,11 @@ def plot_latency(
     """
     data = df.assign(latency_ms=df[y] * 1e3)
     return grouped_bars(data, x, "latency_ms", hue, fmt="{:.0f}", title=title or _latency_title(df),
-                        xlabel="model", ylabel="forward latency (ms, median)")
+                        xlabel="model", ylabel="forward latency (ms)")
 
 
 def _latency_title(df: pd.DataFrame) -> str:
-    title = "Forward latency"
+    title = "Median forward latency"
     if {"batch_size", "seq_len"} <= set(df.columns) and df[["batch_size", "seq_len"]].nunique().max() == 1:
         title += f", {df['batch_size'].iloc[0]} x {df['seq_len'].iloc[0]} tokens"
     if "threads" in df.columns and df["threads"].nunique() == 1:

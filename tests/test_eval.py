@@ -152,7 +152,7 @@ def test_plot_perplexity_draws_one_bar_per_row():
     ax = fig.axes[0]
     assert len(ax.patches) == len(df) == 8
     assert ax.get_yscale() == "log"  # 15 .. 303 spans more than 10x
-    assert ax.get_title() and ax.get_ylabel() and len(ax.get_legend().get_texts()) == 4
+    assert ax.get_title() and ax.get_ylabel() and len(fig.legends[0].get_texts()) == 4
     plt.close(fig)
 
 

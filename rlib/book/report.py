@@ -23,7 +23,8 @@ h1{font-size:1.7em} h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-t
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
-figure{margin:1em 0 2em} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:13px;color:#555}
+figure{margin:1em 0 2em} figure img{max-width:min(100%,760px);border:1px solid #eee}
+.scroll{overflow-x:auto} figcaption{font-size:13px;color:#555}
 .status-complete{color:#1a7f37} .status-missing,.status-failed{color:#b42318}
 .meta{font-size:13px;color:#555} code{background:#f6f6f6;padding:0 3px} nav li{margin:2px 0}
 """
@@ -74,7 +75,7 @@ def _chapter_section(ch: Chapter, folder: Path) -> tuple[str, list[str]]:
         csv = folder / f"{name}.csv"
         body = _table_html(csv) if csv.exists() else "<p class=status-missing>missing</p>"
         out.append(f'<h3 id="{anchor}">{ch.id}/{name} <span class=meta>· <a href="{rel}/{name}.csv">CSV</a> · '
-                   f'<a href="{rel}/{name}.md">Markdown</a></span></h3>{body}')
+                   f'<a href="{rel}/{name}.md">Markdown</a></span></h3><div class=scroll>{body}</div>')
     metrics = folder / "metrics.json"
     if metrics.exists():
         rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
