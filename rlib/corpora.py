@@ -50,13 +50,12 @@ import json
 import os
 import re
 import sys
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlib import assets, paths
+from rlib.fsutil import atomic_path
 
 if TYPE_CHECKING:
     import datasets
@@ -181,7 +180,8 @@ def _poetry_documents() -> list[Document]:
     if not cache_file.exists():
         blocks = _poetry_blocks(_poetry_lines())
         frame = pd.DataFrame({"doc_id": [d.doc_id for d in blocks], "text": [d.text for d in blocks]})
-        _write_atomically(cache_file, frame.to_parquet)
+        with atomic_path(cache_file) as tmp:
+            frame.to_parquet(tmp)
     frame = pd.read_parquet(cache_file)
     return [Document(doc_id, text) for doc_id, text in zip(frame["doc_id"], frame["text"])]
 
@@ -340,16 +340,3 @@ def fingerprint(corpus: str) -> str:
         manifest = json.loads((assets.path(corpus) / assets.MANIFEST).read_text())
         digest.update(json.dumps(manifest["files"], sort_keys=True).encode())
     return digest.hexdigest()[:16]
-
-
-def _write_atomically(target: Path, write: Callable[[str], object]) -> None:
-    """Call `write(temporary_path)`, then rename the file onto `target` only if it succeeded."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
-    os.close(fd)
-    try:
-        write(tmp_name)
-        os.replace(tmp_name, target)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)

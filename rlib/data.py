@@ -27,14 +27,10 @@ be saved and resumed mid-epoch; `heldout_windows` gives fixed evaluation batches
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -46,6 +42,7 @@ from torch.utils.data import Dataset, Sampler
 
 from rlib import assets, paths
 from rlib import corpora as corpus_lib
+from rlib.fsutil import atomic_path, file_lock
 from rlib.progress import progress as progress_bar
 
 if TYPE_CHECKING:
@@ -236,7 +233,7 @@ def token_cache(corpus: str, tokenizer: str, split: str, *, progress: bool = Tru
     cache = _load_if_valid(bin_path, meta_path, expected)
     if cache is not None:
         return cache
-    with _file_lock(f"tokens-{corpus}-{key}-{split}"):
+    with file_lock(paths.CACHE / "locks" / f"tokens-{corpus}-{key}-{split}.lock"):
         cache = _load_if_valid(bin_path, meta_path, expected)  # another process may have built it meanwhile
         if cache is None:
             _build(corpus, tokenizer, split, bin_path, meta_path, expected, progress)
@@ -273,7 +270,8 @@ def _build(corpus: str, tokenizer: str, split: str, bin_path: Path, meta_path: P
     with (
         progress_bar(total=n_characters, unit="char", unit_scale=True, disable=not progress,
                      desc=f"tokenize {corpus}/{split} [{tokenizer}]") as bar,
-        _atomic_output(bin_path) as out,
+        atomic_path(bin_path) as tmp,
+        open(tmp, "wb") as out,
     ):
         doc_starts = _write_stream(tok, docs, eos_id, out, bar)
     n_tokens = bin_path.stat().st_size // np.dtype(TOKEN_DTYPE).itemsize
@@ -292,8 +290,8 @@ def _build(corpus: str, tokenizer: str, split: str, bin_path: Path, meta_path: P
         "doc_ids": [d.doc_id for d in docs],
         "doc_starts": doc_starts,
     }
-    with _atomic_output(meta_path) as out:
-        out.write(json.dumps(meta).encode())
+    with atomic_path(meta_path) as tmp:
+        tmp.write_text(json.dumps(meta))
 
 
 def _write_stream(tok: PreTrainedTokenizerBase, docs: Sequence[corpus_lib.Document], eos_id: int, out,
@@ -322,32 +320,6 @@ def _batches_by_chars(docs: Sequence[corpus_lib.Document], max_chars: int) -> It
         size += len(doc.text)
     if batch:
         yield batch
-
-
-@contextlib.contextmanager
-def _atomic_output(target: Path) -> Iterator:
-    """A binary file handle on a temporary sibling of `target`, renamed onto it only on success."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-        os.replace(tmp_name, target)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-
-
-@contextlib.contextmanager
-def _file_lock(name: str) -> Iterator[None]:
-    """One process at a time builds a given cache (pytest workers, parallel notebooks)."""
-    lock_dir = paths.CACHE / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / f"{name}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # ----------------------------------------------------------------------------------------------

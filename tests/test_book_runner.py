@@ -175,7 +175,7 @@ def test_a_killed_run_leaves_no_broken_artifact_and_the_next_run_completes(tmp_p
     assert json.loads((folder / "metrics.json").read_text()) == {"total": 28.0}
     assert not list(staging.glob("*"))
     prov = json.loads((folder / "provenance.json").read_text())
-    from rlib.assets import sha256_file
+    from rlib.fsutil import sha256_file
 
     assert all(sha256_file(folder / f) == h for f, h in prov["artifacts"].items())
 

@@ -11,11 +11,11 @@ import json
 import shutil
 
 from rlib import paths
-from rlib.assets import sha256_file
 from rlib.book import manifest as manifest_mod
 from rlib.book.runner import missing_artifacts, profile_dir
 from rlib.book.session import write_json
 from rlib.config import ConfigError, get_profile
+from rlib.fsutil import sha256_file
 
 
 def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:

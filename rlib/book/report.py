@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from rlib.book.manifest import Chapter, Manifest
-from rlib.book.session import atomic_path
+from rlib.fsutil import atomic_path
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}

@@ -16,7 +16,6 @@ notebook is kept in `runs/<profile>/.failed/<chapter>/` for debugging.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -32,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from rlib import paths
-from rlib.assets import sha256_file
 from rlib.book import manifest as manifest_mod
 from rlib.book import params as params_mod
 from rlib.book.manifest import Chapter, Manifest
 from rlib.book.session import RUNNER_ENV, write_json
 from rlib.config import ConfigError, get_profile
+from rlib.fsutil import file_lock, sha256_file
 
 log = logging.getLogger("rlib.book")
 
@@ -153,12 +152,11 @@ def swap_into_place(staging: Path, final: Path) -> None:
 def profile_lock(profile: str) -> Iterator[None]:
     root = profile_dir(profile)
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"another book runner is working on {root}; wait for it or stop it") from None
-        yield
+    try:
+        with file_lock(root / ".lock", blocking=False):
+            yield
+    except BlockingIOError:
+        raise ConfigError(f"another book runner is working on {root}; wait for it or stop it") from None
 
 
 # ----------------------------------------------------------------------------------------------

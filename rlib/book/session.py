@@ -23,28 +23,15 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from rlib import paths
 from rlib.config import Preset, check_resources, get_profile
+from rlib.fsutil import atomic_path
 
 RUNNER_ENV = "RLIB_BOOK_RUNNER"
-
-
-@contextmanager
-def atomic_path(final: Path) -> Iterator[Path]:
-    """A temporary sibling path that replaces `final` only if the block succeeds."""
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def write_json(path: Path, data: Any) -> None:
