@@ -429,6 +429,23 @@ def _convert(asset: Asset, src: Path, dest: Path, log) -> None:
 
 
 HUB_PREFIX = "hf:"
+# the papers' models and pretraining data, usable where the hub is reachable (paper profile)
+HUB_MODELS = {"gemma-2b": "google/gemma-2b", "gemma-2-2b": "google/gemma-2-2b",
+              "tinyllama-1.1b": "TinyLlama/TinyLlama_v1.1", "pythia-1b": "EleutherAI/pythia-1b",
+              "smollm-135m": "HuggingFaceTB/SmolLM-135M", "smollm-360m": "HuggingFaceTB/SmolLM-360M",
+              "smollm-1.7b": "HuggingFaceTB/SmolLM-1.7B"}
+HUB_DATASETS = {"fineweb-edu": "HuggingFaceFW/fineweb-edu", "slimpajama": "cerebras/SlimPajama-627B",
+                "c4": "allenai/c4"}
+
+
+def _hub_unavailable(kind: str, repo_id: str, exc: Exception, fix: str) -> AssetError:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
+    return AssetError(
+        f"hub {kind} {repo_id!r} is not in the local Hugging Face cache"
+        + (" and the hub is offline (HF_HUB_OFFLINE=1 / HF_DATASETS_OFFLINE=1)" if offline else "")
+        + f". On a machine that reaches the hub run `{fix}`; the embedded assets are "
+        + ", ".join(REGISTRY) + f" ({type(exc).__name__})"
+    )
 
 
 def _hub_snapshot(repo_id: str) -> Path:
@@ -438,13 +455,19 @@ def _hub_snapshot(repo_id: str) -> Path:
     try:
         return Path(snapshot_download(repo_id, local_files_only=True))
     except Exception as exc:  # LocalEntryNotFoundError and friends
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-        raise AssetError(
-            f"hub model {repo_id!r} is not in the local Hugging Face cache"
-            + (" and the hub is offline (HF_HUB_OFFLINE=1)" if offline else "")
-            + f". On a machine that reaches the hub run `HF_HUB_OFFLINE=0 huggingface-cli download {repo_id}`;"
-            " the embedded models are " + ", ".join(MODELS) + f" ({type(exc).__name__})"
-        ) from None
+        raise _hub_unavailable("model", repo_id, exc, f"HF_HUB_OFFLINE=0 hf download {repo_id}") from None
+
+
+def load_hub_dataset(repo_id: str, split: str = "train", **kwargs):
+    """A hub dataset through `datasets`, from the local cache when offline; fails fast and clearly."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(repo_id, split=split, **kwargs)
+    except Exception as exc:  # ConnectionError / DatasetNotFoundError when offline and not cached
+        raise _hub_unavailable("dataset", repo_id, exc,
+                               f"HF_DATASETS_OFFLINE=0 python -c \"import datasets; "
+                               f"datasets.load_dataset('{repo_id}')\"") from None
 
 
 def checkpoint_dir(name: str) -> Path:

@@ -96,8 +96,11 @@ class Document:
 
 
 def check_corpus(corpus: str) -> str:
-    if corpus not in CORPORA:
-        raise ValueError(f"unknown corpus {corpus!r}; valid corpora: {', '.join(CORPORA)}")
+    if corpus not in CORPORA and not corpus.startswith(assets.HUB_PREFIX):
+        raise ValueError(
+            f"unknown corpus {corpus!r}; valid corpora: {', '.join(CORPORA)}, or `hf:ORG/NAME` for a hub "
+            f"dataset in the paper profile (e.g. {', '.join(assets.HUB_DATASETS.values())})"
+        )
     return corpus
 
 
@@ -250,8 +253,7 @@ def _stdlib_documents() -> list[Document]:
 def _stdlib_split(doc_id: str) -> str:
     if not doc_id.endswith(".py"):
         raise ValueError(f"not a python-stdlib document id: {doc_id!r} (expected a relative path to a .py file)")
-    bucket = int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big") % 100
-    return "train" if bucket < 90 else "validation" if bucket < 95 else "test"
+    return _hash_split(doc_id)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,6 +271,22 @@ def _humaneval_split(doc_id: str) -> str:
     if not re.fullmatch(r"HumanEval/\d+", doc_id):
         raise ValueError(f"not a humaneval document id: {doc_id!r} (expected 'HumanEval/N')")
     return "test"
+
+
+# ----------------------------------------------------------------------------------------------
+# hub datasets (paper profile): FineWeb-Edu, SlimPajama, C4 through the same API
+
+
+def _hub_documents(corpus: str) -> list[Document]:
+    rows = assets.load_hub_dataset(corpus.removeprefix(assets.HUB_PREFIX))
+    ids = rows["id"] if "id" in rows.column_names else [str(i) for i in range(len(rows))]
+    return [Document(str(i), text) for i, text in zip(ids, rows["text"])]
+
+
+def _hash_split(doc_id: str) -> str:
+    """About 90 / 5 / 5 by a stable hash of the document id (used for hub datasets)."""
+    bucket = int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big") % 100
+    return "train" if bucket < 90 else "validation" if bucket < 95 else "test"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,7 +308,7 @@ _SPLIT_RULES = {
 
 @functools.cache
 def _cached_documents(corpus: str) -> tuple[Document, ...]:
-    return tuple(_BUILDERS[corpus]())
+    return tuple(_hub_documents(corpus) if corpus.startswith(assets.HUB_PREFIX) else _BUILDERS[corpus]())
 
 
 def documents(corpus: str) -> list[Document]:
@@ -300,7 +318,8 @@ def documents(corpus: str) -> list[Document]:
 
 def split_of(corpus: str, doc_id: str) -> str:
     """The split ("train", "validation" or "test") of a document, from its id alone."""
-    return _SPLIT_RULES[check_corpus(corpus)](doc_id)
+    rule = _SPLIT_RULES.get(check_corpus(corpus), _hash_split)
+    return rule(doc_id)
 
 
 def split_documents(corpus: str) -> dict[str, list[Document]]:

@@ -33,7 +33,7 @@ def test_missing_asset_names_the_fetch_command(tmp_path, monkeypatch):
 def test_hub_model_fails_fast_and_clearly_offline(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(assets.AssetError, match="google/gemma-2-2b.*not in the local Hugging Face cache"):
+    with pytest.raises(assets.AssetError, match="google/gemma-2-2b.*not in the local Hugging Face cache.*offline"):
         assets.checkpoint_dir("hf:google/gemma-2-2b")
 
 
@@ -99,3 +99,14 @@ def test_models_load_offline_with_their_licences(needs_assets):
     assert (assets.model_dir("gemma3-270m") / "licence" / "GEMMA_TERMS.html").exists()
     model = assets.load_model("smollm2-135m")
     assert type(model).__name__ == "LlamaForCausalLM" and model.config.num_hidden_layers == 30
+
+
+def test_hub_dataset_fails_fast_and_clearly_offline():
+    import time
+
+    from rlib import corpora
+
+    t0 = time.perf_counter()
+    with pytest.raises(assets.AssetError, match="HuggingFaceFW/fineweb-edu.*offline"):
+        corpora.documents("hf:HuggingFaceFW/fineweb-edu")
+    assert time.perf_counter() - t0 < 10
