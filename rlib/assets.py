@@ -488,6 +488,10 @@ def load_model(name: str, dtype=None, device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM
 
+    if os.environ.get("RLIB_BOOK_RUNNER"):  # keep papermill logs to the book's own progress bars
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(checkpoint_dir(name), dtype=dtype or torch.float32)
     return model.to(device).eval()
 

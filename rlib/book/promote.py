@@ -15,7 +15,7 @@ from rlib.book import manifest as manifest_mod
 from rlib.book.runner import missing_artifacts, profile_dir
 from rlib.book.session import write_json
 from rlib.config import ConfigError, get_profile
-from rlib.fsutil import sha256_file
+from rlib.fsutil import atomic_path, sha256_file
 
 
 def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:
@@ -46,4 +46,25 @@ def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:
             "files": {f: sha256_file(dst / f) for f in ch.artifact_files()},
         }
     write_json(index_file, index)
+    write_readme(manifest, index)
     return copied
+
+
+def write_readme(manifest, index: dict) -> None:
+    """`figures/README.md`: every promoted figure and table inline, readable on the repository."""
+    parts = ["# Results of the latest promoted run\n",
+             "Written by `python -m rlib.book promote`; provenance of every file in `MANIFEST.json`.\n"]
+    for ch in manifest.chapters:
+        if ch.id not in index:
+            continue
+        meta = index[ch.id]
+        sha = (meta["git"].get("sha") or "?")[:10]
+        device = (meta.get("device") or {}).get("name", "?")
+        parts.append(f"## {ch.id} · {ch.title}\n\nprofile `{meta['profile']}`, git `{sha}`, "
+                     f"{meta['wall_s']:.0f} s on {device}\n")
+        parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in ch.figures]
+        for name in ch.tables:
+            table = (paths.FIGURES / ch.id / f"{name}.md").read_text()
+            parts.append(f"### {name}\n\n{table}")
+    with atomic_path(paths.FIGURES / "README.md") as tmp:
+        tmp.write_text("\n".join(parts))

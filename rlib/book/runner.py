@@ -170,6 +170,7 @@ def _kernel_env() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the book's own bars are enough in logs
     pp = os.environ.get("PYTHONPATH", "")
     if str(paths.ROOT) not in pp.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.ROOT), pp) if p)
