@@ -40,7 +40,7 @@ promote: env  ## copy runs/PROFILE artifacts into figures/ (default cpu)
 	$(PY) -m rlib.book promote --profile $(PROFILE)
 
 lab: env  ## JupyterLab: open notebooks/*.py as notebooks (jupytext)
-	.venv/bin/jupyter lab notebooks/
+	.venv/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 clean:  ## remove runs/ (keeps the venv and the asset cache)
 	rm -rf runs/

@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: completed chapters and earlier outputs are kept; run again to resume", file=sys.stderr)
+        return 130
     return 0
 
 
