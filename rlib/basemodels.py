@@ -59,7 +59,7 @@ class ModelsDataConfig(Preset):
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     dtypes=("float32", "bfloat16"), seq_len=256, n_eval_windows=64, batch_size=8, prompts=PROMPTS,
-                    max_new_tokens=24, latency_seq_len=256, latency_repeats=5),
+                    max_new_tokens=24, latency_seq_len=256, latency_repeats=10),
         "gpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),

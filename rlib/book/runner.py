@@ -213,6 +213,7 @@ def execute(item: Planned, profile: str, kernel: str) -> dict[str, Any]:
     provenance = build_provenance(item, profile, out_nb, staging, started, wall)
     write_json(staging / "provenance.json", provenance)
     swap_into_place(staging, root / ch.id)
+    shutil.rmtree(root / ".failed" / ch.id, ignore_errors=True)  # an earlier failure is now history
     return provenance
 
 
