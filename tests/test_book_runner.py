@@ -151,6 +151,10 @@ def test_a_failing_chapter_keeps_the_previous_outputs(tmp_path):
     assert failed.returncode == 1 and "FAILED" in failed.stdout
     assert artifacts_of(folder) == before
     assert (tmp_path / "runs" / "smoke" / ".failed" / "tiny").is_dir()
+    index = (tmp_path / "runs" / "smoke" / "index.html").read_text()
+    assert 'src="tiny/line.png"' in index  # the report still shows the last complete run
+    fixed = book_cli(tmp_path, "run", "--profile", "smoke", "-p", "n_rows=9")
+    assert fixed.returncode == 0 and not (tmp_path / "runs" / "smoke" / ".failed" / "tiny").exists()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
