@@ -2,8 +2,11 @@
 
 Everything here takes tensors, models and tokenizers as inputs and knows nothing about corpora
 or caches (those live in `rlib.data`), so the same functions score a pretrained model, a
-recursive-depth conversion or a toy model in a test. Later chapters add their benchmark
-adapters (lm-eval) to this module.
+recursive-depth conversion or a toy model in a test. The lm-eval adapter `RlibLM` (model "rlib")
+scores the book's `Decoder` on the local task suite (`rlib.tasks`) or any lm-eval task:
+
+    evaluate("smollm2-135m", ["book_cloze", "book_nextline"], limit=20)          # from Python
+    python -m rlib.eval --model rlib --model_args path=FOLDER --tasks book_cloze --limit 20
 
 Conventions:
     * a model is any callable mapping input ids [B, T] to an object with `.logits` or to a
@@ -24,10 +27,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from lm_eval.api.model import LM as _LM
+from lm_eval.api.registry import register_model as _register_model
 
 from rlib.progress import progress as _progress
 
-__all__ = ["forward_latency", "greedy_generate", "perplexity"]
+__all__ = ["RlibLM", "evaluate", "forward_latency", "greedy_generate", "main", "perplexity", "register"]
 
 # logits of one forward are at most this many elements (512 MiB in fp32); Gemma 3 (V = 262,144) at
 # T = 256 fits 2 windows per forward, SmolLM2 (V = 49,152) fits 10; larger batches are no faster on CPU
@@ -239,3 +244,328 @@ def forward_latency(
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+# ----------------------------------------------------------------------------------------------
+# lm-eval adapter: the book's Decoder under lm-eval 0.4.13 (`--model rlib`)
+
+DEFAULT_MAX_LENGTH = 2048  # tokens per forward, whatever longer context the model was trained on
+GENERATE_CHUNK = 32  # new tokens per Decoder.generate call before the stop strings are checked
+_FAMILY_TOKENIZERS = {"llama": "smollm2-135m", "gemma3": "gemma3-270m"}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _load_tokenizer(name_or_path: Any):
+    """A tokenizer object as given, an embedded asset's by name, or one saved in a folder."""
+    if not isinstance(name_or_path, str):
+        return name_or_path
+    from rlib import assets
+
+    if name_or_path in assets.MODELS or name_or_path.startswith(assets.HUB_PREFIX):
+        return assets.load_tokenizer(name_or_path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name_or_path)
+
+
+def _default_tokenizer(path: str | None, model: Any, decoder: Any) -> Any:
+    """The tokenizer saved with the model: in its folder, named in decoder.json, the asset's, or the family's."""
+    import json
+    from pathlib import Path
+
+    if isinstance(model, str):
+        return model
+    if path is not None:
+        folder = Path(path)
+        if (folder / "tokenizer.json").exists() or (folder / "tokenizer_config.json").exists():
+            return str(folder)
+        meta = json.loads((folder / "decoder.json").read_text())
+        if meta.get("tokenizer"):
+            return meta["tokenizer"]
+    return _FAMILY_TOKENIZERS[decoder.config.family]
+
+
+def _load_decoder(path: str | None, model: Any, device: str):
+    """The Decoder from a saved folder (`path`), an embedded asset name (`model`), or a Decoder object."""
+    from rlib.model import Decoder, convert
+
+    if path is not None:
+        return convert.load(path, device=device)
+    if isinstance(model, Decoder):
+        return model
+    if isinstance(model, str):
+        from rlib import assets
+
+        return convert.from_transformers(assets.load_model(model, device=device))
+    raise ValueError("RlibLM needs path=<folder saved by rlib.model.convert.save> or model=<asset name | Decoder>")
+
+
+def _available_device(device: Any) -> torch.device:
+    """The device asked for; a CUDA request (lm-eval's CLI default) falls back to the CPU without CUDA."""
+    device = torch.device(device or "cpu")
+    return torch.device("cpu") if device.type == "cuda" and not torch.cuda.is_available() else device
+
+
+def _batch_size(value: Any) -> int:
+    """lm-eval passes batch sizes as strings ("8", "auto"); auto means the default 8."""
+    if value is None or str(value).startswith("auto"):
+        return 8
+    return max(1, int(value))
+
+
+class RlibLM(_LM):
+    """lm-eval model "rlib": the book's `Decoder` (any execution plan) scored in-process.
+
+    model_args: path=<folder from convert.save> | model=<asset name or Decoder>, tokenizer=<asset name, folder
+    or tokenizer>, dtype=float32|bfloat16, batch_size, device, max_length (default min(model's, 2048)).
+    BOS convention: when the tokenizer adds a BOS (Gemma) every scored window starts with it; otherwise
+    (SmolLM2) only an empty context gets the BOS/EOS token as a prefix, as lm-eval's HFLM does.
+    """
+
+    def __init__(self, path=None, model=None, tokenizer=None, dtype="float32", batch_size=8, device="cpu",
+                 max_length=None, **_ignored):
+        super().__init__()
+        self._device = _available_device(device)
+        self.decoder = _load_decoder(path, model, str(self._device)).to(self._device)
+        if str(dtype) not in ("auto", "None"):
+            self.decoder = self.decoder.to(_DTYPES[str(dtype)] if isinstance(dtype, str) else dtype)
+        self.decoder.eval()
+        self.tokenizer = _load_tokenizer(tokenizer or _default_tokenizer(path, model, self.decoder))
+        self.batch_size = _batch_size(batch_size)
+        self.max_length = int(max_length or min(self.decoder.config.max_positions, DEFAULT_MAX_LENGTH))
+        probe = self.tokenizer("a")["input_ids"]
+        self.add_bos = self.tokenizer.bos_token_id is not None and probe[:1] == [self.tokenizer.bos_token_id]
+        bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
+        self.prefix_id = bos if bos is not None else eos
+
+    # ---- tokens ----------------------------------------------------------------------------------------
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Context and continuation tokens; trailing blanks of the context move to the continuation (as HFLM)."""
+        n_blank = len(context) - len(context.rstrip())
+        if n_blank:
+            context, continuation = context[:-n_blank], context[-n_blank:] + continuation
+        whole = self._encode(context + continuation)
+        context_ids = self._encode(context)
+        return self._with_prefix(whole[: len(context_ids)]), whole[len(context_ids) :]
+
+    def _with_prefix(self, context_ids: list[int]) -> list[int]:
+        if self.add_bos and context_ids[:1] != [self.tokenizer.bos_token_id]:
+            return [self.tokenizer.bos_token_id, *context_ids]
+        return context_ids if context_ids else [self.prefix_id]
+
+    def _fit(self, context_ids: list[int], continuation_ids: list[int]) -> list[int]:
+        """Model input (context + continuation minus the last token), cut from the left to max_length (BOS kept)."""
+        ids = (context_ids + continuation_ids)[:-1]
+        if len(ids) <= self.max_length:
+            return ids
+        if self.add_bos:
+            return [self.tokenizer.bos_token_id, *ids[len(ids) - self.max_length + 1 :]]
+        return ids[len(ids) - self.max_length :]
+
+    # ---- scoring ---------------------------------------------------------------------------------------
+    def _final_hidden(self, ids: torch.Tensor, start: int = 0, cache: Any = None) -> torch.Tensor:
+        """Hidden states [B, T, D] after the whole plan for tokens at positions start..start+T-1 (no head:
+        logits are computed only where scored). With start 0 the attention is plain causal (right padding
+        is harmless); otherwise the tokens attend to `cache` (the shared context) and to each other."""
+        decoder = self.decoder
+        b, t = ids.shape
+        positions = torch.arange(start, start + t, device=ids.device).expand(b, t)
+        if cache is None and any(s.reuse_kv for s in decoder.plan.steps):
+            cache = decoder.new_cache()
+        x = decoder.embed_tokens(ids)
+        ctx = decoder.context(positions, x.dtype, cache, plain_causal=start == 0)
+        for depth in range(len(decoder.plan)):
+            x = decoder.run_step(depth, x, ctx)
+        return x
+
+    def _score_rows(self, hidden: torch.Tensor, targets: list[int]) -> tuple[float, bool]:
+        """Summed log-probability of `targets` [N] from hidden states [N, D], and whether all are the argmax."""
+        targets = torch.tensor(targets, device=hidden.device)
+        rows = max(1, MAX_LOGIT_ELEMENTS // 8 // self.decoder.config.vocab_size)
+        total, greedy = 0.0, True
+        for i in range(0, len(targets), rows):
+            logprobs = torch.log_softmax(self.decoder.head(hidden[i : i + rows]).float(), dim=-1)  # [n, V]
+            target = targets[i : i + rows]
+            total += float(logprobs.gather(1, target[:, None]).sum())
+            greedy = greedy and bool((logprobs.argmax(-1) == target).all())
+        return total, greedy
+
+    def _padded(self, rows: list[list[int]]) -> torch.Tensor:
+        ids = torch.zeros(len(rows), max(len(r) for r in rows), dtype=torch.long)  # [B, T], right padded
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+        return ids.to(self._device)
+
+    def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """Independent (context, continuation) pairs, one row each."""
+        inputs = [self._fit(c, t) for c, t in pairs]
+        hidden = self._final_hidden(self._padded(inputs))  # [B, T, D]
+        # the hidden states at the last len(target) input positions predict the continuation
+        return [self._score_rows(hidden[row, len(seq) - len(t) : len(seq)], t)
+                for row, (seq, (_, t)) in enumerate(zip(inputs, pairs))]
+
+    def _score_shared(self, context: list[int], targets: list[list[int]]) -> list[tuple[float, bool]]:
+        """Several continuations of one context: the context (but its last token) runs once into a KV cache."""
+        cache = self.decoder.new_cache()
+        self._final_hidden(self._padded([context[:-1]]), cache=cache)
+        for slot in range(cache.n_slots):
+            if cache.keys[slot] is not None:
+                cache.keys[slot] = cache.keys[slot].expand(len(targets), -1, -1, -1)
+                cache.values[slot] = cache.values[slot].expand(len(targets), -1, -1, -1)
+                cache.positions[slot] = cache.positions[slot].expand(len(targets), -1)
+        rows = [[context[-1], *t[:-1]] for t in targets]
+        hidden = self._final_hidden(self._padded(rows), start=len(context) - 1, cache=cache)  # [N, T, D]
+        return [self._score_rows(hidden[i, : len(t)], t) for i, t in enumerate(targets)]
+
+    def _jobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[str, list[int]]]:
+        """Shared-context groups (2+ continuations, fitting max_length) and batches of the rest, longest first."""
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, (context, _) in enumerate(pairs):
+            groups.setdefault(tuple(context), []).append(i)
+        jobs, rest = [], []
+        for context, members in groups.items():
+            longest = len(context) + max(len(pairs[i][1]) for i in members) - 1
+            if len(members) > 1 and len(context) > 1 and longest <= self.max_length:
+                jobs.append(("shared", members))
+            else:
+                rest += members
+        rest.sort(key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
+        jobs += [("batch", rest[i : i + self.batch_size]) for i in range(0, len(rest), self.batch_size)]
+        return jobs
+
+    def _score(self, pairs: list[tuple[list[int], list[int]]], desc: str = "rlib") -> list[tuple[float, bool]]:
+        """(sum logprob, is_greedy) of every (context ids, continuation ids)."""
+        results: list[tuple[float, bool] | None] = [None] * len(pairs)
+        jobs = self._jobs(pairs)
+        with torch.inference_mode():
+            for kind, members in _progress(jobs, desc=desc, unit="job", disable=len(jobs) < 2):
+                if kind == "shared":
+                    scored = self._score_shared(pairs[members[0]][0], [pairs[i][1] for i in members])
+                else:
+                    scored = self._score_batch([pairs[i] for i in members])
+                for i, result in zip(members, scored):
+                    results[i] = result
+        return results  # type: ignore[return-value]
+
+    # ---- the lm-eval interface ---------------------------------------------------------------------------
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        pairs = [self._encode_pair(*req.args) for req in requests]
+        return self._score(pairs, desc="loglikelihood")
+
+    def _rolling_windows(self, text: str) -> list[tuple[list[int], list[int]]]:
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+        length = self.max_length - 1 if self.add_bos else self.max_length  # room for the BOS of later windows
+        windows = get_rolling_token_windows(self._encode(text), self.prefix_id, length, context_len=1)
+        return [(self._with_prefix(c), t) for c, t in map(make_disjoint_window, windows)]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        windows = [self._rolling_windows(req.args[0]) for req in requests]
+        flat = self._score([w for doc in windows for w in doc], desc="rolling")
+        totals, start = [], 0
+        for doc in windows:
+            totals.append(sum(logprob for logprob, _ in flat[start : start + len(doc)]))
+            start += len(doc)
+        return totals
+
+    def _generate_one(self, context: str, until: list[str], max_new: int) -> str:
+        """Greedy continuation via Decoder.generate, GENERATE_CHUNK tokens at a time, cut at the first stop string."""
+        ids = self._with_prefix(self._encode(context))[-max(1, self.max_length - max_new) :]
+        prompt_len, text = len(ids), ""
+        eos = tuple(self.decoder.config.eos_ids) or (self.tokenizer.eos_token_id,)
+        while len(ids) - prompt_len < max_new:
+            step = min(GENERATE_CHUNK, max_new - (len(ids) - prompt_len))
+            out = self.decoder.generate(torch.tensor([ids], device=self._device), step, eos_ids=eos)[0].tolist()
+            new, ids = out[len(ids) :], out
+            text = self.tokenizer.decode(ids[prompt_len:], skip_special_tokens=True)
+            if any(s in text for s in until) or any(t in eos for t in new) or len(new) < step:
+                break
+        cuts = [text.index(s) for s in until if s in text]
+        return text[: min(cuts)] if cuts else text
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        outputs = []
+        with torch.inference_mode():
+            for req in requests:
+                context, kwargs = req.args
+                until = kwargs.get("until") or [self.tokenizer.decode([self.tokenizer.eos_token_id])]
+                until = [until] if isinstance(until, str) else list(until)
+                outputs.append(self._generate_one(context, until, int(kwargs.get("max_gen_toks", 256))))
+        return outputs
+
+    @property
+    def tokenizer_name(self) -> str:
+        return getattr(self.tokenizer, "name_or_path", "rlib").replace("/", "__")
+
+
+def register() -> None:
+    """Register RlibLM as lm-eval model "rlib" (idempotent; `python -m rlib.eval` runs this module twice)."""
+    from lm_eval.api.registry import model_registry
+
+    if model_registry.get("rlib", None) is None:
+        _register_model("rlib")(RlibLM)
+
+
+register()
+
+
+def _clean_results(results: dict) -> dict[str, dict[str, float]]:
+    """lm-eval's {"task": {"acc,none": x, "alias": ...}} -> {"task": {"acc": x}}."""
+    cleaned = {}
+    for task, metrics in results.items():
+        cleaned[task] = {key.split(",")[0]: value for key, value in metrics.items() if key != "alias"}
+    return cleaned
+
+
+def evaluate(model_or_path: Any, tasks: list[str] | str, limit: int | None = None, num_fewshot: int = 0,
+             batch_size: int = 8, tokenizer: Any = None, dtype: str = "float32", **lm_kwargs) -> dict:
+    """lm-eval `simple_evaluate` of a Decoder, a saved folder or an asset name on local (and stock) tasks.
+
+    Returns {task: {metric: value}} (stderr entries as "<metric>_stderr"); the book's tasks are built
+    (rlib.tasks.build) if missing.
+    """
+    import os
+
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from rlib import tasks as book_tasks
+
+    if isinstance(model_or_path, RlibLM):
+        lm = model_or_path
+    else:
+        is_folder = isinstance(model_or_path, str | os.PathLike) and os.path.isdir(model_or_path)
+        source = {"path": str(model_or_path)} if is_folder else {"model": model_or_path}
+        lm = RlibLM(**source, tokenizer=tokenizer, dtype=dtype, batch_size=batch_size, **lm_kwargs)
+    manager = TaskManager(include_path=str(book_tasks.build()))
+    task_list = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    out = lm_eval.simple_evaluate(model=lm, tasks=task_list, num_fewshot=num_fewshot, limit=limit,
+                                  task_manager=manager, batch_size=batch_size)
+    return _clean_results(out["results"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rlib.eval <lm_eval arguments>`: lm-eval's own CLI with model "rlib" and the book's tasks."""
+    import sys
+
+    from lm_eval.__main__ import cli_evaluate
+
+    from rlib import tasks as book_tasks
+
+    register()
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--include_path" not in args and not any(a.startswith("--include_path=") for a in args):
+        args += ["--include_path", str(book_tasks.build())]
+    saved, sys.argv = sys.argv, ["lm_eval", *args]
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

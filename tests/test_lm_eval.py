@@ -1,0 +1,199 @@
+"""Tests of the local lm-eval task suite (rlib.tasks) and the lm-eval adapter (rlib.eval.RlibLM, evaluate, main).
+
+Everything needs the embedded corpora or tokenizer (marked `assets`). The adapter's scores are checked
+against a hand computation from a tiny random Decoder's logits; one test runs the real SmolLM2 through
+`evaluate` on 10 items per task and prints its accuracies; one runs `python -m rlib.eval` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rlib import corpora, paths, tasks
+from rlib import eval as rev
+from rlib.model import Decoder, DecoderConfig, convert
+
+pytestmark = pytest.mark.assets
+CORPUS_ASSETS = ("shakespeare", "gutenberg-poetry", "humaneval", "python-stdlib")
+SMALL = {"n_items": 24, "n_fewshot": 6}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The suite built twice into two folders with the same (small) sizes."""
+    from rlib import assets
+
+    if not all(assets.is_ready(name) for name in CORPUS_ASSETS):
+        pytest.skip("corpora not cached; run `make assets`")
+    root = tmp_path_factory.mktemp("tasks")
+    return tasks.build(root / "a", **SMALL), tasks.build(root / "b", **SMALL)
+
+
+def _tiny_decoder(vocab_size: int) -> Decoder:
+    torch.manual_seed(0)
+    config = DecoderConfig(
+        family="llama", vocab_size=vocab_size, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8,
+        d_ffn=64, activation="silu", norm_eps=1e-5, norm_kind="rms", post_norms=False, embed_scale=1.0,
+        qk_norm=False, rope_thetas=(10000.0, 10000.0), sliding_windows=(None, None), attn_scale=8**-0.5,
+        bos_id=1, eos_ids=(2,), pad_id=2, max_positions=256,
+    )
+    return Decoder(config).eval()
+
+
+@pytest.fixture(scope="module")
+def smol_tokenizer():
+    from rlib import assets
+
+    if not assets.is_ready("smollm2-135m"):
+        pytest.skip("smollm2-135m not cached; run `make assets`")
+    return assets.load_tokenizer("smollm2-135m")
+
+
+# ----------------------------------------------------------------------------------------------
+# the task suite
+
+
+def test_build_is_deterministic_and_skips_when_unchanged(built):
+    a, b = built
+    for task in tasks.TASKS:
+        for split in ("test", "validation"):
+            name = f"{task}.{split}.jsonl"
+            assert (a / name).read_text() == (b / name).read_text(), name
+        assert str(a / f"{task}.test.jsonl") in (a / f"{task}.yaml").read_text()  # absolute data_files
+    stamp = (a / tasks.KEY_FILE).stat().st_mtime_ns
+    assert tasks.build(a, **SMALL) == a and (a / tasks.KEY_FILE).stat().st_mtime_ns == stamp
+    counts = json.loads((a / tasks.KEY_FILE).read_text())["counts"]
+    assert all(c["test"] == SMALL["n_items"] and c["validation"] == SMALL["n_fewshot"] for c in counts.values())
+
+
+def test_items_come_only_from_held_out_splits(built):
+    a, _ = built
+    for task in tasks.TASKS:
+        for split in ("test", "validation"):
+            for item in tasks.read_items(task, split, a):
+                assert corpora.split_of(item["corpus"], item["doc_id"]) == split, (task, item["doc_id"])
+
+
+def test_multiple_choice_items_have_one_true_answer(built):
+    a, _ = built
+    lines = {}  # (corpus, doc_id) -> the document's lines, as the builder saw them
+    for corpus in CORPUS_ASSETS[:2] + ("python-stdlib",):
+        for doc in corpora.documents_in(corpus, "test"):
+            lines[(corpus, doc.doc_id)] = tasks._lines(doc.text)
+    solutions = {p["task_id"]: p["canonical_solution"] for p in tasks._humaneval_problems()}
+    for task in ("book_nextline", "book_code"):
+        for item in tasks.read_items(task, "test", a):
+            choices = item["choices"]
+            assert len(choices) == tasks.N_CHOICES and len(set(choices)) == len(choices)
+            assert len({c.strip() for c in choices}) == len(choices)  # not just differently indented
+            correct = choices[item["label"]]
+            if item["corpus"] == "humaneval":
+                assert correct == solutions[item["doc_id"]]
+                assert sum(c == solutions[item["doc_id"]] for c in choices) == 1
+            else:
+                assert correct.strip() == lines[(item["corpus"], item["doc_id"])][item["line"]].strip()
+
+
+def test_cloze_and_ppl_items(built):
+    a, _ = built
+    for item in tasks.read_items("book_cloze", "test", a):
+        assert item["target"].isalpha() or "'" in item["target"]
+        assert not item["context"].endswith((" ", "\n"))
+    for item in tasks.read_items("book_ppl", "test", a):
+        assert 0 < len(item["text"]) <= tasks.PPL_CHARS
+
+
+# ----------------------------------------------------------------------------------------------
+# the adapter against a hand computation
+
+
+def _hand_loglikelihood(decoder, tokenizer, context: str, continuation: str) -> tuple[float, bool]:
+    """SmolLM2's convention: no BOS; an empty context is replaced by the BOS/EOS token."""
+    context_ids = tokenizer(context, add_special_tokens=False)["input_ids"]
+    whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
+    target = whole[len(context_ids) :]
+    context_ids = whole[: len(context_ids)] or [tokenizer.bos_token_id]
+    ids = torch.tensor([context_ids + target])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(decoder(ids)[0].float(), dim=-1)  # [T, V]
+    rows = logprobs[len(context_ids) - 1 : -1]  # the positions that predict the continuation
+    total = sum(float(rows[j, t]) for j, t in enumerate(target))
+    return total, all(int(rows[j].argmax()) == t for j, t in enumerate(target))
+
+
+def _requests(*args):
+    return [SimpleNamespace(args=a) for a in args]
+
+
+def test_loglikelihood_equals_hand_computation(smol_tokenizer):
+    decoder = _tiny_decoder(len(smol_tokenizer))
+    lm = rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, batch_size=2)
+    assert not lm.add_bos
+    pairs = [
+        ("The quick brown fox", " jumps over the lazy dog"),
+        ("The quick brown fox", " sleeps"),  # shares its context with the pair above: the KV-cache path
+        ("To be, or not to be,", " that is the question"),
+        ("", "Hello world"),  # empty context: the BOS/EOS prefix
+        ("def f(x):\n   ", " return x"),  # trailing blanks move to the continuation
+    ]
+    got = lm.loglikelihood(_requests(*pairs))
+    for (context, continuation), (logprob, greedy) in zip(pairs, got):
+        if context.endswith(" "):
+            context, continuation = context.rstrip(), context[len(context.rstrip()) :] + continuation
+        want, want_greedy = _hand_loglikelihood(decoder, smol_tokenizer, context, continuation)
+        assert logprob == pytest.approx(want, rel=1e-4, abs=1e-3)
+        assert greedy == want_greedy
+
+
+def test_rolling_and_generation(smol_tokenizer):
+    decoder = _tiny_decoder(len(smol_tokenizer))
+    lm = rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, max_length=16)
+    text = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
+    ids = smol_tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) > 16  # several windows
+    windows = lm._rolling_windows(text)
+    assert sum(len(t) for _, t in windows) == len(ids) and windows[0][0] == [smol_tokenizer.bos_token_id]
+    (total,) = lm.loglikelihood_rolling(_requests((text,)))
+    assert total == pytest.approx(sum(lp for lp, _ in lm._score(windows)), rel=1e-5)
+    short = "Shall I compare thee"
+    want, _ = _hand_loglikelihood(decoder, smol_tokenizer, "", short)
+    assert lm.loglikelihood_rolling(_requests((short,)))[0] == pytest.approx(want, rel=1e-4)
+    full = lm.generate_until(_requests(("Once upon a time", {"until": [], "max_gen_toks": 40})))[0]
+    stop = full[5:8] if len(full) > 8 else None
+    if stop:
+        cut = lm.generate_until(_requests(("Once upon a time", {"until": [stop], "max_gen_toks": 40})))[0]
+        assert cut == full[: full.index(stop)]
+
+
+# ----------------------------------------------------------------------------------------------
+# end to end: SmolLM2 through evaluate(), and the CLI
+
+
+def test_evaluate_smollm2_on_the_local_suite(needs_assets):
+    needs_assets("smollm2-135m", *CORPUS_ASSETS)
+    results = rev.evaluate("smollm2-135m", list(tasks.TASKS), limit=10, batch_size=8)
+    print(json.dumps(results, indent=1, default=str))
+    assert set(tasks.TASKS) <= set(results)
+    assert math.isfinite(results["book_ppl"]["bits_per_byte"]) and results["book_ppl"]["bits_per_byte"] > 0
+    assert 0 <= results["book_cloze"]["acc"] <= 1
+    for task in ("book_nextline", "book_code"):  # chance is 1/4
+        assert results[task]["acc"] > 0.25, f"{task}: SmolLM2 acc {results[task]['acc']} is not above chance"
+
+
+def test_cli_runs_offline(tmp_path, smol_tokenizer):
+    folder = convert.save(_tiny_decoder(len(smol_tokenizer)), tmp_path / "tiny")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "rlib.eval", "--model", "rlib", "--model_args", f"path={folder}",
+               "--tasks", "book_cloze", "--limit", "5", "--output_path", str(tmp_path / "out")]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "book_cloze" in done.stdout
+    assert (paths.CACHE / "tasks" / "book_cloze.yaml").exists()
