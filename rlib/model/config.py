@@ -149,23 +149,23 @@ def _head_dim(hf_config) -> int:
     return getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
 
 
+# our field -> the transformers config attribute with the same meaning (both directions use this table)
+HF_FIELDS = {
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "d_ffn": "intermediate_size",
+    "norm_eps": "rms_norm_eps", "bos_id": "bos_token_id", "pad_id": "pad_token_id",
+    "max_positions": "max_position_embeddings",
+}
+
+
 def _common(hf_config) -> dict[str, Any]:
     return dict(
-        vocab_size=hf_config.vocab_size,
-        d_model=hf_config.hidden_size,
-        n_layers=hf_config.num_hidden_layers,
-        n_heads=hf_config.num_attention_heads,
-        n_kv_heads=hf_config.num_key_value_heads,
+        **{ours: getattr(hf_config, theirs) for ours, theirs in HF_FIELDS.items()},
         head_dim=_head_dim(hf_config),
-        d_ffn=hf_config.intermediate_size,
-        norm_eps=float(hf_config.rms_norm_eps),
         tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
         attn_bias=bool(getattr(hf_config, "attention_bias", False)),
-        bos_id=hf_config.bos_token_id,
         eos_ids=_eos_ids(hf_config.eos_token_id),
-        pad_id=hf_config.pad_token_id,
-        max_positions=hf_config.max_position_embeddings,
-    )
+    ) | {"norm_eps": float(hf_config.rms_norm_eps)}
 
 
 def _from_llama(hf_config) -> DecoderConfig:

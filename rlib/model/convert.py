@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rlib.config import ConfigError
-from rlib.model.config import DecoderConfig
+from rlib.model.config import HF_FIELDS, DecoderConfig
 from rlib.model.decoder import Decoder, ExecutionPlan
 
 FORMAT = "rlib.decoder"
@@ -87,20 +87,11 @@ def hf_config(config: DecoderConfig):
 
 def _shared_fields(config: DecoderConfig) -> dict:
     return dict(
-        vocab_size=config.vocab_size,
-        hidden_size=config.d_model,
-        intermediate_size=config.d_ffn,
-        num_hidden_layers=config.n_layers,
-        num_attention_heads=config.n_heads,
-        num_key_value_heads=config.n_kv_heads,
+        **{theirs: getattr(config, ours) for ours, theirs in HF_FIELDS.items()},
         head_dim=config.head_dim,
-        rms_norm_eps=config.norm_eps,
-        max_position_embeddings=config.max_positions,
         tie_word_embeddings=config.tie_embeddings,
         attention_bias=config.attn_bias,
-        bos_token_id=config.bos_id,
         eos_token_id=list(config.eos_ids) if len(config.eos_ids) > 1 else (config.eos_ids or (None,))[0],
-        pad_token_id=config.pad_id,
     )
 
 
