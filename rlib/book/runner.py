@@ -35,7 +35,7 @@ from rlib.book import manifest as manifest_mod
 from rlib.book import params as params_mod
 from rlib.book.manifest import Chapter, Manifest
 from rlib.book.session import RUNNER_ENV, write_json
-from rlib.config import ConfigError, get_profile
+from rlib.config import ConfigError, check_resources, get_profile
 from rlib.fsutil import file_lock, sha256_file
 
 log = logging.getLogger("rlib.book")
@@ -152,11 +152,12 @@ def swap_into_place(staging: Path, final: Path) -> None:
 def profile_lock(profile: str) -> Iterator[None]:
     root = profile_dir(profile)
     root.mkdir(parents=True, exist_ok=True)
-    try:
-        with file_lock(root / ".lock", blocking=False):
-            yield
-    except BlockingIOError:
-        raise ConfigError(f"another book runner is working on {root}; wait for it or stop it") from None
+    with contextlib.ExitStack() as stack:
+        try:  # only the acquisition is guarded: errors of the chapters themselves pass through unchanged
+            stack.enter_context(file_lock(root / ".lock", blocking=False))
+        except BlockingIOError:
+            raise ConfigError(f"another book runner is working on {root}; wait for it or stop it") from None
+        yield
 
 
 # ----------------------------------------------------------------------------------------------
@@ -275,8 +276,6 @@ def run_book(profile: str, only: list[str] | None = None, cli_params: list[str] 
     """Validate, then run the selected chapters; returns a process exit status."""
     manifest = manifest_mod.load()
     planned = plan(manifest, profile, only, cli_params or [])
-    from rlib.config import check_resources
-
     check_resources(get_profile(profile))
     _kernel_env()
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
