@@ -9,6 +9,7 @@ documents only, so every later number has a baseline:
     corpus_table       documents, characters and tokens per split and tokenizer
     tokenizer_table    vocabulary, special tokens, fertility (characters per token), a segmentation
     evaluate_models    per model and dtype: held-out perplexity, greedy generations, forward latency
+    task_suite_table   per model: the zero-shot task suite through lm-eval (the analog of Table D.1)
 """
 
 from __future__ import annotations
@@ -49,27 +50,31 @@ class ModelsDataConfig(Preset):
     max_new_tokens: int
     latency_seq_len: int
     latency_repeats: int
+    task_suite: str  # "local" (rlib.tasks.TASKS) or "standard" (the paper's lm-eval tasks, local where unavailable)
+    task_limit: int | None  # items per task; None = all (200 per local task)
 
     PRESETS = {
         "smoke": dict(models=("smollm2-135m",), eval_corpora=("shakespeare", "humaneval"),
                       stats_corpora=("shakespeare", "humaneval"), dtypes=("float32", "bfloat16"), seq_len=128,
                       n_eval_windows=4, batch_size=4, prompts=PROMPTS[:2], max_new_tokens=8,
-                      latency_seq_len=128, latency_repeats=2),
+                      latency_seq_len=128, latency_repeats=2, task_suite="local", task_limit=4),
         "cpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     dtypes=("float32", "bfloat16"), seq_len=256, n_eval_windows=64, batch_size=8, prompts=PROMPTS,
-                    max_new_tokens=24, latency_seq_len=256, latency_repeats=10),
+                    max_new_tokens=24, latency_seq_len=256, latency_repeats=10, task_suite="local", task_limit=100),
         "gpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     dtypes=("float32", "bfloat16"), seq_len=1024, n_eval_windows=256, batch_size=16,
-                    prompts=PROMPTS, max_new_tokens=48, latency_seq_len=1024, latency_repeats=20),
+                    prompts=PROMPTS, max_new_tokens=48, latency_seq_len=1024, latency_repeats=20, task_suite="standard",
+                    task_limit=None),
         "paper": dict(models=("hf:google/gemma-2-2b", "hf:TinyLlama/TinyLlama_v1.1", "hf:EleutherAI/pythia-1b"),
                       eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                       stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                       dtypes=("bfloat16",), seq_len=2048, n_eval_windows=512, batch_size=16, prompts=PROMPTS,
-                      max_new_tokens=64, latency_seq_len=2048, latency_repeats=20),
+                      max_new_tokens=64, latency_seq_len=2048, latency_repeats=20, task_suite="standard",
+                      task_limit=None),
     }
 
     def __post_init__(self) -> None:
@@ -78,6 +83,12 @@ class ModelsDataConfig(Preset):
         bad = [d for d in self.dtypes if d not in DTYPES]
         if bad:
             raise ConfigError(f"dtypes {bad} unknown; choose from {list(DTYPES)}")
+        from rlib.tasks import SUITES
+
+        if self.task_suite not in SUITES:
+            raise ConfigError(f"task_suite={self.task_suite!r} unknown; choose from {list(SUITES)}")
+        if self.task_limit is not None and self.task_limit < 1:
+            raise ConfigError(f"task_limit={self.task_limit} must be >= 1, or None for every item")
         if self.seq_len < 2 or self.n_eval_windows < 1:
             raise ConfigError(f"seq_len={self.seq_len} must be >= 2 and n_eval_windows={self.n_eval_windows} >= 1")
 
@@ -135,6 +146,44 @@ def evaluate_models(cfg: ModelsDataConfig, seed: int = 0) -> dict[str, pd.DataFr
         del model
     return {"perplexity": pd.DataFrame(ppl_rows), "generations": pd.DataFrame(gen_rows),
             "latency": pd.DataFrame(lat_rows)}
+
+
+# What the model cards say about each model's pretraining (the "Dataset" and "N_token" columns of Table D.1).
+PRETRAINING = {
+    "smollm2-135m": ("SmolLM2 mix: FineWeb-Edu, DCLM, The Stack, math (model card)", "2T"),
+    "gemma3-270m": ("Gemma 3 mix: web, code, math, 140+ languages (model card)", "6T"),
+}
+
+
+def task_suite_table(cfg: ModelsDataConfig, dtype: str = "float32") -> tuple[pd.DataFrame, str]:
+    """Every base model on the profile's task suite through lm-eval, zero-shot.
+
+    Returns (long table of `rlib.eval.suite_table` with the model's non-embedding parameter count and
+    pretraining data added, a note naming the suite that ran and why).
+    """
+    from rlib import counting, tasks
+    from rlib.model import convert
+
+    names, note = tasks.resolve_suite(cfg.task_suite)
+    rows = []
+    for name in progress(cfg.models, desc="task suite"):
+        model = convert.from_transformers(assets.load_model(name, dtype=DTYPES[dtype], device=device()))
+        table = rl_eval.suite_table({name: model}, names, limit=cfg.task_limit, batch_size=cfg.batch_size,
+                                    tokenizer=assets.load_tokenizer(name), dtype=dtype)
+        counts = counting.count_parameters(model)
+        data_name, tokens = PRETRAINING.get(name, ("see the model card", "?"))
+        rows.append(table.assign(non_embedding_params=counts["non_embedding"], pretraining_data=data_name,
+                                 pretraining_tokens=tokens))
+        del model
+    return pd.concat(rows, ignore_index=True), note
+
+
+def task_suite_summary(long: pd.DataFrame) -> pd.DataFrame:
+    """Table D.1's layout: model, non-embedding parameters, pretraining data and tokens, one column per task, Avg."""
+    wide = rl_eval.suite_summary(long)
+    meta = long.groupby("model", sort=False)[["non_embedding_params", "pretraining_data", "pretraining_tokens"]].first()
+    meta["non_embedding_params"] = (meta["non_embedding_params"] / 1e6).round(1).astype(str) + "M"
+    return meta.reset_index().merge(wide, on="model")
 
 
 def _n_windows(corpus: str, model: str, cfg: ModelsDataConfig) -> int:

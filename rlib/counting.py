@@ -37,6 +37,7 @@ from torch import nn
 
 from rlib.config import ConfigError
 from rlib.model import Decoder, DecoderConfig, ExecutionPlan
+from rlib.model.decoder import BLOCK_WINDOW
 
 __all__ = [
     "CONVENTIONS",
@@ -137,12 +138,12 @@ def _mean_keys_per_query(seq_len: int, window: int | None) -> float:
     return (window * (window + 1) / 2 + (seq_len - window) * window) / seq_len
 
 
-def _attention_flops(config: DecoderConfig, block_index: int, seq_len: int, convention: str, decode: bool) -> float:
-    """Per token per step: QK^T and AV cost 2 * 2 * d_attn per key attended to."""
+def _attention_flops(config: DecoderConfig, step, seq_len: int, convention: str, decode: bool) -> float:
+    """Per token per step: QK^T and AV cost 2 * 2 * d_attn per key attended to (the step's own window)."""
     if convention == "mor":
         return (4 if decode else 2) * seq_len * config.d_model  # causal half for training: 2 T d
     d_attn = config.n_heads * config.head_dim
-    window = config.sliding_windows[block_index]
+    window = config.sliding_windows[step.block] if step.window == BLOCK_WINDOW else step.window
     keys = min(seq_len, window or seq_len) if decode else _mean_keys_per_query(seq_len, window)
     return 4 * d_attn * keys
 
@@ -159,7 +160,7 @@ def _flops(model, plan, seq_len: int, convention: str, decode: bool) -> float:
     for step in decoder.plan.steps:
         block = decoder.blocks[step.block]
         total += _linear_flops(config, block, step.reuse_kv, convention)
-        total += _attention_flops(config, step.block, seq_len, convention, decode)
+        total += _attention_flops(config, step, seq_len, convention, decode)
     return total + _head_flops(config, convention)
 
 

@@ -25,14 +25,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
-from lm_eval.api.model import LM as _LM
-from lm_eval.api.registry import register_model as _register_model
+
+try:  # lm-eval is optional: perplexity, generation and latency work without it (e.g. on a bare GPU machine)
+    from lm_eval.api.model import LM as _LM
+except ImportError:  # pragma: no cover - exercised only where lm-eval is not installed
+    _LM = object
 
 from rlib.progress import progress as _progress
 
-__all__ = ["RlibLM", "evaluate", "forward_latency", "greedy_generate", "main", "perplexity", "register"]
+__all__ = ["RlibLM", "evaluate", "forward_latency", "greedy_generate", "main", "perplexity", "register",
+           "suite_summary", "suite_table"]
 
 # logits of one forward are at most this many elements (512 MiB in fp32); Gemma 3 (V = 262,144) at
 # T = 256 fits 2 windows per forward, SmolLM2 (V = 49,152) fits 10; larger batches are no faster on CPU
@@ -297,7 +302,10 @@ def _load_decoder(path: str | None, model: Any, device: str):
         from rlib import assets
 
         return convert.from_transformers(assets.load_model(model, device=device))
-    raise ValueError("RlibLM needs path=<folder saved by rlib.model.convert.save> or model=<asset name | Decoder>")
+    if isinstance(model, torch.nn.Module) and hasattr(getattr(model, "config", None), "model_type"):
+        return convert.from_transformers(model)  # a transformers LlamaForCausalLM / Gemma3ForCausalLM
+    raise ValueError("RlibLM needs path=<folder saved by rlib.model.convert.save> or "
+                     f"model=<asset name | Decoder | transformers causal LM>, got {type(model).__name__}")
 
 
 def _available_device(device: Any) -> torch.device:
@@ -503,10 +511,12 @@ class RlibLM(_LM):
 
 def register() -> None:
     """Register RlibLM as lm-eval model "rlib" (idempotent; `python -m rlib.eval` runs this module twice)."""
-    from lm_eval.api.registry import model_registry
-
+    try:
+        from lm_eval.api.registry import model_registry, register_model
+    except ImportError:
+        return
     if model_registry.get("rlib", None) is None:
-        _register_model("rlib")(RlibLM)
+        register_model("rlib")(RlibLM)
 
 
 register()
@@ -529,8 +539,12 @@ def evaluate(model_or_path: Any, tasks: list[str] | str, limit: int | None = Non
     """
     import os
 
-    import lm_eval
-    from lm_eval.tasks import TaskManager
+    try:
+        import lm_eval
+        from lm_eval.tasks import TaskManager
+    except ImportError as exc:
+        raise ImportError("rlib.eval.evaluate needs lm-eval: pip install lm_eval==0.4.13 (pinned in requirements.txt)"
+                          ) from exc
 
     from rlib import tasks as book_tasks
 
@@ -545,6 +559,48 @@ def evaluate(model_or_path: Any, tasks: list[str] | str, limit: int | None = Non
     out = lm_eval.simple_evaluate(model=lm, tasks=task_list, num_fewshot=num_fewshot, limit=limit,
                                   task_manager=manager, batch_size=batch_size)
     return _clean_results(out["results"])
+
+
+def suite_table(models: dict[str, Any], tasks: list[str] | tuple[str, ...], limit: int | None = None,
+                num_fewshot: int = 0, batch_size: int = 8, **lm_kwargs) -> pd.DataFrame:
+    """Evaluate each {label: Decoder | asset name | saved folder} on `tasks`; one row per (model, task, metric).
+
+    Columns: model, task, metric, value, stderr (NaN where lm-eval gives none), n (items scored), primary
+    (whether it is the task's summary metric, `rlib.tasks.PRIMARY_METRIC`).
+    """
+    from rlib import tasks as book_tasks
+
+    rows = []
+    for label, model in models.items():
+        results = evaluate(model, list(tasks), limit=limit, num_fewshot=num_fewshot, batch_size=batch_size,
+                           **lm_kwargs)
+        for task, metrics in results.items():
+            for metric, value in metrics.items():
+                if metric in ("name", "sample_len") or metric.endswith("_stderr"):
+                    continue
+                stderr = metrics.get(f"{metric}_stderr")
+                rows.append({"model": label, "task": task, "metric": metric, "value": float(value),
+                             "stderr": float(stderr) if isinstance(stderr, int | float) else float("nan"),
+                             "n": int(metrics.get("sample_len", 0)),
+                             "primary": book_tasks.PRIMARY_METRIC.get(task) == metric})
+    return pd.DataFrame(rows)
+
+
+def suite_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Wide view of `suite_table`: one row per model, each task's primary metric, accuracies in percent.
+
+    `avg_acc` is the mean of the accuracy tasks (the paper's "Avg" column); bits-per-byte tasks stay as
+    they are and are left out of the average.
+    """
+    primary = table[table["primary"]].copy()
+    is_acc = primary["metric"].str.startswith("acc")
+    primary.loc[is_acc, "value"] *= 100
+    wide = primary.pivot_table(index="model", columns="task", values="value", sort=False)
+    acc_tasks = list(dict.fromkeys(primary.loc[is_acc, "task"]))
+    wide = wide.rename(columns={t: f"{t} ({primary.loc[primary.task == t, 'metric'].iloc[0]})" for t in wide.columns})
+    if acc_tasks:
+        wide["avg_acc"] = primary[is_acc].groupby("model", sort=False)["value"].mean()
+    return wide.round(2).reset_index()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["grouped_bars", "new_figure", "plot_latency", "plot_perplexity", "style"]
+__all__ = ["grouped_bars", "new_figure", "plot_latency", "plot_perplexity", "plot_task_suite", "style"]
 
 PALETTE = "colorblind"
 _RC = {
@@ -190,3 +190,33 @@ def _latency_title(df: pd.DataFrame) -> str:
     if "threads" in df.columns and df["threads"].nunique() == 1:
         title += f", {df['threads'].iloc[0]} threads"
     return title
+
+
+def plot_task_suite(
+    df: pd.DataFrame,
+    chance: dict[str, float] | None = None,
+    title: str = "Zero-shot task accuracy of the base models (higher is better)",
+) -> Figure:
+    """Bars of each accuracy task's primary metric (in %) per model, with +-1 standard error and chance levels.
+
+    `df` is `rlib.eval.suite_table`'s long frame; rows whose primary metric is not an accuracy (bits per byte)
+    are left out. `chance` maps task -> chance accuracy in %, drawn as a dashed tick over that task.
+    """
+    acc = df[df["primary"] & df["metric"].str.startswith("acc")].assign(
+        percent=lambda d: 100 * d["value"], err=lambda d: 100 * d["stderr"])
+    fig = grouped_bars(acc, "task", "percent", "model", fmt="{:.0f}", title=title, xlabel="task",
+                       ylabel="accuracy (%)", log=False)
+    ax = fig.axes[0]
+    models = list(dict.fromkeys(acc["model"]))
+    width = 0.8 / len(models)
+    for j, model in enumerate(models):
+        part = acc[acc["model"] == model].set_index("task")
+        for i, task in enumerate(dict.fromkeys(acc["task"])):
+            if task in part.index and np.isfinite(part.at[task, "err"]):
+                ax.errorbar(i + (j - (len(models) - 1) / 2) * width, part.at[task, "percent"],
+                            yerr=part.at[task, "err"], color="black", capsize=2, linewidth=0.8)
+    for i, task in enumerate(dict.fromkeys(acc["task"])):
+        if chance and task in chance:
+            ax.hlines(chance[task], i - 0.45, i + 0.45, colors="grey", linestyles="--", linewidth=1)
+    ax.set_ylim(0, max(100.0, ax.get_ylim()[1]))
+    return fig

@@ -36,9 +36,21 @@ from pathlib import Path
 from rlib import assets, corpora, paths
 from rlib.fsutil import atomic_folder, file_lock
 
-__all__ = ["TASKS", "build", "default_dir", "is_built", "read_items"]
+__all__ = ["STANDARD_TASKS", "TASKS", "build", "default_dir", "is_built", "read_items", "resolve_suite",
+           "standard_tasks_missing"]
 
 TASKS = ("book_cloze", "book_nextline", "book_ppl", "book_code")
+# The zero-shot suite of the Relaxed Recursive Transformers paper (Table D.1 and later), as lm-eval names it.
+STANDARD_TASKS = ("lambada_openai", "hellaswag", "piqa", "winogrande", "arc_easy", "arc_challenge", "openbookqa")
+SUITES = ("local", "standard")
+# The metric a summary table reports per task: accuracy, length-normalised where lm-eval offers it for
+# multiple choice with free-text options, and bits per byte for the rolling perplexity task.
+PRIMARY_METRIC = {"book_cloze": "acc", "book_nextline": "acc_norm", "book_ppl": "bits_per_byte", "book_code": "acc",
+                  "lambada_openai": "acc", "hellaswag": "acc_norm", "piqa": "acc_norm", "winogrande": "acc",
+                  "arc_easy": "acc", "arc_challenge": "acc_norm", "openbookqa": "acc_norm"}
+# Accuracy (%) of guessing uniformly among the choices; cloze tasks have no fixed choice set.
+CHANCE_ACCURACY = {"book_nextline": 25.0, "book_code": 25.0, "hellaswag": 25.0, "piqa": 50.0,
+                   "winogrande": 50.0, "arc_easy": 25.0, "arc_challenge": 25.0, "openbookqa": 25.0}
 RECIPE_VERSION = 1
 SEED = 1234
 N_ITEMS = 200  # test items per task
@@ -354,6 +366,67 @@ def read_items(task: str, split: str = "test", out_dir: Path | None = None) -> l
     """The items of one built task and split."""
     path = Path(out_dir or default_dir()) / f"{task}.{split}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _dataset_cached(dataset_path: str) -> bool:
+    """Whether `datasets` has a local copy of hub dataset `dataset_path` (its cache folder `org___name`)."""
+    import datasets.config
+
+    return any(Path(datasets.config.HF_DATASETS_CACHE).glob(dataset_path.replace("/", "___") + "*"))
+
+
+def _hub_answers(dataset_path: str, timeout_s: float) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"https://huggingface.co/api/datasets/{dataset_path}", timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def standard_tasks_missing(tasks: tuple[str, ...] = STANDARD_TASKS, timeout_s: float = 3.0) -> dict[str, str]:
+    """{task: why it cannot run here} for the lm-eval tasks whose dataset is neither cached nor downloadable.
+
+    Offline (HF_DATASETS_OFFLINE=1 or HF_HUB_OFFLINE=1) only the `datasets` cache counts; online, one
+    request per dataset with `timeout_s`. An empty dict means every task can run.
+    """
+    import os
+
+    from lm_eval.tasks import TaskManager
+
+    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+    index, missing = TaskManager().task_index, {}
+    for task in tasks:
+        if task not in index:
+            missing[task] = "not an lm-eval task"
+            continue
+        dataset_path = index[task].cfg.get("dataset_path", "")
+        if _dataset_cached(dataset_path):
+            continue
+        if offline:
+            missing[task] = f"dataset {dataset_path} is not cached and the hub is offline"
+        elif not _hub_answers(dataset_path, timeout_s):
+            missing[task] = f"dataset {dataset_path} is not cached and the hub did not answer"
+    return missing
+
+
+def resolve_suite(suite: str) -> tuple[tuple[str, ...], str]:
+    """The task names to run for `suite` ("local" or "standard") on this machine, and a note why.
+
+    "standard" is the paper's suite where every dataset is cached or the hub answers; otherwise it falls back
+    to the local suite and the note names what was missing, so a run without the hub still produces the table.
+    """
+    if suite not in SUITES:
+        raise ValueError(f"task suite {suite!r} unknown; choose from {list(SUITES)}")
+    if suite == "local":
+        return TASKS, "local suite (held-out splits of the embedded corpora)"
+    missing = standard_tasks_missing()
+    if not missing:
+        return STANDARD_TASKS, "standard suite (lm-eval task names of the paper)"
+    first = next(iter(missing.items()))
+    return TASKS, (f"local suite: the standard suite cannot run here ({len(missing)} of {len(STANDARD_TASKS)} tasks "
+                   f"missing, e.g. {first[0]}: {first[1]})")
 
 
 def main(argv: list[str] | None = None) -> int:

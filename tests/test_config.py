@@ -42,6 +42,10 @@ def test_bad_values_are_rejected_when_the_config_is_built():
         ModelsDataConfig.preset("smoke").override(dtypes=("float64",))
     with pytest.raises(ConfigError, match="seq_len=1"):
         ModelsDataConfig.preset("smoke").override(seq_len=1)
+    with pytest.raises(ConfigError, match="task_suite='mmlu'"):
+        ModelsDataConfig.preset("smoke").override(task_suite="mmlu")
+    with pytest.raises(ConfigError, match="task_limit=0"):
+        ModelsDataConfig.preset("smoke").override(task_limit=0)
 
 
 def test_unknown_profile_is_named():

@@ -197,3 +197,57 @@ def test_cli_runs_offline(tmp_path, smol_tokenizer):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "book_cloze" in done.stdout
     assert (paths.CACHE / "tasks" / "book_cloze.yaml").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# suites per profile, the long and wide tables, the figure
+
+
+def test_standard_suite_falls_back_to_local_offline(monkeypatch, tmp_path):
+    import datasets.config
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))  # an empty cache
+    names, note = tasks.resolve_suite("standard")
+    assert names == tasks.TASKS and "cannot run here" in note and "lambada" in note
+    (tmp_path / "EleutherAI___lambada_openai").mkdir()  # a cached dataset counts as available
+    assert "lambada_openai" not in tasks.standard_tasks_missing(("lambada_openai", "hellaswag"))
+    assert set(tasks.standard_tasks_missing(("lambada_openai", "hellaswag"))) == {"hellaswag"}
+    assert tasks.resolve_suite("local") == (tasks.TASKS, tasks.resolve_suite("local")[1])
+    with pytest.raises(ValueError, match="'mmlu'.*local"):
+        tasks.resolve_suite("mmlu")
+
+
+def test_every_task_has_a_primary_metric():
+    assert set(tasks.TASKS) | set(tasks.STANDARD_TASKS) <= set(tasks.PRIMARY_METRIC)
+
+
+def test_suite_table_and_summary(built, smol_tokenizer):
+    models = {"tiny-a": _tiny_decoder(len(smol_tokenizer)), "tiny-b": _tiny_decoder(len(smol_tokenizer))}
+    long = rev.suite_table(models, ["book_nextline", "book_ppl"], limit=4, tokenizer=smol_tokenizer)
+    assert set(long["model"]) == set(models) and set(long["task"]) == {"book_nextline", "book_ppl"}
+    primary = long[long["primary"]].set_index(["model", "task"])["metric"]
+    assert primary[("tiny-a", "book_nextline")] == "acc_norm" and primary[("tiny-a", "book_ppl")] == "bits_per_byte"
+    assert (long["n"] == 4).all()
+    a, b = (long[long.model == m].set_index(["task", "metric"])["value"] for m in models)
+    assert a.equals(b)  # the same seed gives the same tiny model, so the same scores
+    wide = rev.suite_summary(long)
+    assert list(wide["model"]) == list(models)
+    acc = long[(long.model == "tiny-a") & (long.metric == "acc_norm")]["value"].iloc[0]
+    assert wide.loc[0, "book_nextline (acc_norm)"] == pytest.approx(100 * acc, abs=0.01)
+    assert wide.loc[0, "avg_acc"] == pytest.approx(100 * acc, abs=0.01)  # bits per byte is not averaged
+
+
+def test_plot_task_suite_draws_one_bar_per_model_and_accuracy_task():
+    import pandas as pd
+
+    from rlib import plotting
+
+    rows = [{"model": m, "task": t, "metric": metric, "value": v, "stderr": 0.05, "n": 100, "primary": True}
+            for m in ("a", "b") for t, metric, v in (("book_code", "acc", 0.6), ("book_ppl", "bits_per_byte", 1.4),
+                                                     ("book_nextline", "acc_norm", 0.5))]
+    fig = plotting.plot_task_suite(pd.DataFrame(rows), chance=tasks.CHANCE_ACCURACY)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 4  # 2 models x 2 accuracy tasks; bits per byte is left out
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["book_code", "book_nextline"]
+    assert ax.get_ylim()[1] >= 100

@@ -11,8 +11,9 @@ The two families differ only in values, never in code paths chosen by name:
     one rope theta           theta 1e4 (sliding) / 1e6       per layer, with a sliding window or None
     attn_scale D**-0.5       query_pre_attn_scalar**-0.5
 
-Per-layer fields (`rope_thetas`, `sliding_windows`) have one entry per *unique block*: the weights of a
-block were trained with that attention type, so a looped model reuses the block's own theta and window.
+Per-layer fields (`rope_thetas`, `sliding_windows`) have one entry per *unique block*: by default a looped
+model runs each block with its own theta and window. A plan step may override both per depth
+(`ExecutionPlan.with_geometry`), which is how a looped Gemma 3 keeps its source model's sliding/global pattern.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ Forward outputs are identical.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -34,14 +35,29 @@ from rlib.model.cache import KVCache
 from rlib.model.config import DecoderConfig
 from rlib.model.layers import DecoderBlock, RMSNorm, RotaryTable, StepContext
 
+BLOCK_WINDOW = "block"  # Step.window default: attend with the block's own sliding window (or none)
+
 
 @dataclass(frozen=True)
 class Step:
-    """One depth of the plan: run `block`'s weights; write cache `slot` (or read it when `reuse_kv`)."""
+    """One depth of the plan: run `block`'s weights; write cache `slot` (or read it when `reuse_kv`).
+
+    `window` and `rope_theta` override the block's attention geometry at this depth: a looped Gemma 3 can keep
+    the source model's sliding/global pattern per depth although one shared block serves both kinds.
+    window "block" = the block's own; None = global attention; an int = that sliding window.
+    rope_theta None = the block's own.
+    """
 
     block: int
     slot: int
     reuse_kv: bool = False
+    window: int | str | None = BLOCK_WINDOW
+    rope_theta: float | None = None
+
+    def __post_init__(self) -> None:
+        ok = self.window is None or self.window == BLOCK_WINDOW or (isinstance(self.window, int) and self.window > 0)
+        if not ok:
+            raise ConfigError(f"Step.window={self.window!r}: use {BLOCK_WINDOW!r}, None (global) or a positive int")
 
 
 @dataclass(frozen=True)
@@ -81,8 +97,26 @@ class ExecutionPlan:
     def is_identity(self, n_layers: int) -> bool:
         return self == ExecutionPlan.identity(n_layers)
 
+    def with_geometry(self, windows: tuple[int | None, ...], thetas: tuple[float, ...]) -> ExecutionPlan:
+        """The same plan with the attention geometry of depth i set to (windows[i], thetas[i])."""
+        if not len(windows) == len(thetas) == len(self.steps):
+            raise ConfigError(f"{len(windows)} windows and {len(thetas)} thetas for a plan of {len(self)} steps")
+        return ExecutionPlan(tuple(dataclasses.replace(s, window=w, rope_theta=t)
+                                   for s, w, t in zip(self.steps, windows, thetas)))
+
+    @property
+    def thetas(self) -> set[float]:
+        """Rope thetas the plan asks for beyond the blocks' own."""
+        return {s.rope_theta for s in self.steps if s.rope_theta is not None}
+
     def to_list(self) -> list[dict]:
-        return [{"block": s.block, "slot": s.slot, "reuse_kv": s.reuse_kv} for s in self.steps]
+        rows = []
+        for s in self.steps:
+            row = {"block": s.block, "slot": s.slot, "reuse_kv": s.reuse_kv}
+            if s.window != BLOCK_WINDOW or s.rope_theta is not None:
+                row.update(window=s.window, rope_theta=s.rope_theta)
+            rows.append(row)
+        return rows
 
     @classmethod
     def from_list(cls, steps: list[dict]) -> ExecutionPlan:
@@ -136,13 +170,15 @@ class Decoder(nn.Module):
         self, positions: torch.Tensor, dtype: torch.dtype, cache: KVCache | None = None, plain_causal: bool = False
     ) -> StepContext:
         """A step context whose rotary tables (one per theta) are computed once for `positions` [B, T]."""
-        rope = {theta: self.rotary.cos_sin(positions, theta, dtype) for theta in self.rotary.thetas}
+        thetas = set(self.rotary.thetas) | self.plan.thetas
+        rope = {theta: self.rotary.cos_sin(positions, theta, dtype) for theta in sorted(thetas)}
         return StepContext(positions=positions, rope=rope, cache=cache, plain_causal=plain_causal)
 
     def run_step(self, depth: int, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         """Run plan step `depth` on x [B, T, D_model] (any tokens, at ctx.positions) -> [B, T, D_model]."""
         step = self.plan.steps[depth]
         ctx.depth, ctx.slot, ctx.reuse_kv = depth, step.slot, step.reuse_kv
+        ctx.window, ctx.rope_theta = step.window, step.rope_theta
         return self.blocks[step.block](x, ctx)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -132,6 +132,8 @@ class StepContext:
     slot: int = 0
     reuse_kv: bool = False
     plain_causal: bool = False
+    window: int | str | None = "block"  # the step's sliding window ("block" = the block's own; None = global)
+    rope_theta: float | None = None  # the step's rope theta (None = the block's own)
     masks: dict = field(default_factory=dict)  # window -> mask, for steps whose keys are this call's tokens
 
 
@@ -158,12 +160,19 @@ class Attention(nn.Module):
         batch, tokens, _ = x.shape
         return x.view(batch, tokens, n_heads, self.head_dim).transpose(1, 2)  # [B, H, T, D]
 
+    def window_at(self, ctx: StepContext) -> int | None:
+        """The sliding window at this step: the plan step's if it sets one, else the block's."""
+        return self.window if ctx.window == "block" else ctx.window
+
+    def rope_at(self, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
+        return ctx.rope[self.theta if ctx.rope_theta is None else ctx.rope_theta]
+
     def queries(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         """x [B, T, D_model] -> rotated queries [B, H, T, D]."""
         q = self._heads(self.q_proj(x, ctx.depth), self.n_heads)
         if self.q_norm is not None:
             q = self.q_norm(q)
-        return apply_rotary(q, *ctx.rope[self.theta])
+        return apply_rotary(q, *self.rope_at(ctx))
 
     def keys_values(self, x: torch.Tensor, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B, T, D_model] -> rotated keys, values [B, H_kv, T, D] (a recurrent layer calls this on its output)."""
@@ -171,7 +180,7 @@ class Attention(nn.Module):
         v = self._heads(self.v_proj(x, ctx.depth), self.n_kv_heads)
         if self.k_norm is not None:
             k = self.k_norm(k)
-        return apply_rotary(k, *ctx.rope[self.theta]), v
+        return apply_rotary(k, *self.rope_at(ctx)), v
 
     def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         q = self.queries(x, ctx)  # [B, H, T, D]
@@ -189,14 +198,14 @@ class Attention(nn.Module):
 
     def _mask(self, ctx: StepContext, key_positions: torch.Tensor, keys_are_queries: bool) -> torch.Tensor | None:
         """None means "plain causal" (SDPA's fast path); otherwise a [B, 1, T_q, T_k] bool mask."""
-        tokens = ctx.positions.shape[1]
+        tokens, window = ctx.positions.shape[1], self.window_at(ctx)
         if keys_are_queries and ctx.plain_causal:
-            if self.window is None or self.window >= tokens:
+            if window is None or window >= tokens:
                 return None
-            if self.window not in ctx.masks:
-                ctx.masks[self.window] = attention_mask(ctx.positions, key_positions, self.window)
-            return ctx.masks[self.window]
-        return attention_mask(ctx.positions, key_positions, self.window)
+            if window not in ctx.masks:
+                ctx.masks[window] = attention_mask(ctx.positions, key_positions, window)
+            return ctx.masks[window]
+        return attention_mask(ctx.positions, key_positions, window)
 
     def attend(
         self,
