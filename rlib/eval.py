@@ -52,7 +52,8 @@ LOSS_CHUNK_ELEMENTS = 2**22
 
 def _logits(model: Callable, ids: torch.Tensor) -> torch.Tensor:
     """Logits [B, T, V] of `ids` [B, T] from a Hugging Face model or a plain callable."""
-    out = model(input_ids=ids, use_cache=False) if hasattr(model, "config") else model(ids)
+    is_hf = hasattr(getattr(model, "config", None), "model_type")  # a transformers model, not our Decoder
+    out = model(input_ids=ids, use_cache=False) if is_hf else model(ids)
     return out.logits if hasattr(out, "logits") else out
 
 

@@ -1,0 +1,120 @@
+"""Chapter 01's figures (Relaxed Recursive Transformers, Fig. 2 / B.1, Fig. 4, Fig. 5 / F.1 / F.2), in the book style.
+
+    plot_layer_mapping   which unique block runs at each depth and which source layers initialize it
+    plot_loss_curves     training loss (smoothed) and validation loss against uptraining tokens, one line per run
+    plot_size_quality    held-out perplexity against unique non-embedding parameters: full, recursive, baselines
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from rlib.plotting import PALETTE, new_figure, style
+
+__all__ = ["plot_layer_mapping", "plot_loss_curves", "plot_size_quality"]
+
+
+def plot_layer_mapping(mappings: dict[str, pd.DataFrame], title: str | None = None) -> Figure:
+    """One row of cells per recipe (`rlib.looping.layer_mapping` frames): colour = block, text = source layers.
+
+    Global-attention depths are hatched, so a Gemma mapping shows where one block serves both kinds.
+    """
+    style()
+    n_rows = len(mappings)
+    n_depths = max(len(m) for m in mappings.values())
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.3 * n_depths + 2.2), 0.55 * n_rows + 1.0))
+    n_blocks = max(int(m["block"].max()) + 1 for m in mappings.values())
+    colours = sns.color_palette("husl", n_blocks)
+    for row, table in enumerate(mappings.values()):
+        y = n_rows - 1 - row
+        for r in table.itertuples():
+            hatch = "///" if r.attention == "global" else None
+            ax.add_patch(plt.Rectangle((r.depth, y + 0.1), 0.92, 0.8, facecolor=colours[r.block], edgecolor="white",
+                                       hatch=hatch, linewidth=0.5))
+            text = r.source_layers if len(r.source_layers) <= 5 else "avg"
+            ax.text(r.depth + 0.46, y + 0.5, text, ha="center", va="center", fontsize=6, rotation=90)
+    ax.set_xlim(0, n_depths)
+    ax.set_ylim(0, n_rows)
+    ax.set_yticks(np.arange(n_rows) + 0.5, list(reversed(list(mappings))))
+    ax.set_xticks(np.arange(0, n_depths, 5) + 0.46, [str(d) for d in range(0, n_depths, 5)])
+    ax.set_xlabel("depth (cell colour = the unique block that runs there; text = source layers it starts from)")
+    ax.grid(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_visible(False)
+    if any((m["attention"] == "global").any() for m in mappings.values()):
+        ax.legend(handles=[Patch(facecolor="white", edgecolor="grey", hatch="///", label="global attention")],
+                  loc="upper right", bbox_to_anchor=(1, 1.25), fontsize=8)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def _smooth(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or len(values) < window:
+        return values
+    return pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
+
+
+def plot_loss_curves(curves: pd.DataFrame, labels: dict[str, str], title: str, smooth: int = 10,
+                     validation: bool = True, log_y: bool = False) -> Figure:
+    """Training loss (rolling mean over `smooth` steps, thin) and validation loss (markers) against tokens.
+
+    `curves` is `rlib.recursive.loss_curves` output; `labels` maps variant name -> legend label, and runs with the
+    same label (seeds) share a colour, so their spread is visible.
+    """
+    fig, ax = new_figure(6.4, 3.8)
+    unique_labels = list(dict.fromkeys(labels.values()))
+    colours = dict(zip(unique_labels, sns.color_palette(PALETTE, len(unique_labels))))
+    seen: set[str] = set()
+    for name, label in labels.items():
+        run = curves[curves["variant"] == name]
+        if run.empty:
+            continue
+        train_rows = run.dropna(subset=["loss"])
+        ax.plot(train_rows["tokens"], _smooth(train_rows["loss"].to_numpy(), smooth), color=colours[label],
+                linewidth=1.1, alpha=0.85, label=None if label in seen else label)
+        if validation and "val_loss" in run:
+            val = run.dropna(subset=["val_loss"])
+            ax.plot(val["tokens"].ffill(), val["val_loss"], "o", color=colours[label], markersize=3.5)
+        seen.add(label)
+    ax.set_xlabel("uptraining tokens")
+    ax.set_ylabel("loss (nats/token; lines: train, dots: validation)")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2)
+    return fig
+
+
+MARKERS = {"full": ("*", "full-size"), "recursive": ("o", "recursive (stepwise)"),
+           "truncated": ("s", "truncated (first K layers)"), "scratch": ("X", "reduced-size, from scratch")}
+
+
+def plot_size_quality(table: pd.DataFrame, metric: str, ylabel: str, title: str, log_y: bool = True) -> Figure:
+    """Figure 4: `metric` against unique non-embedding parameters (millions), one marker per model kind."""
+    fig, ax = new_figure(6.4, 3.8)
+    colours = dict(zip(MARKERS, sns.color_palette(PALETTE, len(MARKERS))))
+    for kind, (marker, label) in MARKERS.items():
+        rows = table[table["kind"] == kind].sort_values("non_embedding_params")
+        if rows.empty:
+            continue
+        x, y = rows["non_embedding_params"] / 1e6, rows[metric]
+        ax.plot(x, y, marker=marker, linestyle="-" if len(rows) > 1 else "none", color=colours[kind], label=label,
+                markersize=9 if marker == "*" else 6)
+        if kind != "full":
+            for xi, yi, b in zip(x, y, rows["n_loops"]):
+                ax.annotate(f"B={b}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if log_y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}" if str(v)[0] in "25" else ""))
+    ax.set_xlabel("unique non-embedding parameters (millions)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,105 @@
+"""Tests of chapter 01's experiment layer: the run list, model building, result caching, the claims logic and
+the memory probe. The real uptraining runs in the smoke book (tests/test_smoke_book.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rlib import experiments, memory, recursive
+from rlib.config import ConfigError
+from rlib.model import save
+from rlib.recursive import RecursiveConfig, Variant
+from tests.test_looping import tiny_model
+
+
+def test_cpu_run_list_is_ordered_and_unique():
+    cfg = RecursiveConfig.preset("cpu")
+    runs = recursive.variants(cfg)
+    names = [v.name for v in runs]
+    assert len(names) == len(set(names))
+    assert runs[0] == Variant("full", seed=0)  # the teacher comes first
+    assert {v.init for v in runs if v.kind == "recursive"} >= set(cfg.inits)
+    assert sum(v.kd for v in runs) == len(cfg.seeds)
+    seeded = [v for v in runs if v.kind == "recursive" and v.init == "stepwise" and not v.kd and not v.corpus
+              and v.n_loops == cfg.init_loops]
+    assert sorted(v.seed for v in seeded) == list(cfg.seeds)
+    assert {v.n_loops for v in runs if v.kind == "scratch"} == set(cfg.loops)
+
+
+def test_variants_build_the_right_shapes():
+    source = tiny_model(6)
+    assert Variant("full").build(source).plan.is_identity(6)
+    looped = Variant("recursive", 3, "average").build(source)
+    assert looped.config.n_layers == 2 and len(looped.plan) == 6
+    assert Variant("truncated", 2).build(source).config.n_layers == 3
+    scratch = Variant("scratch", 2, seed=4).build(source)
+    assert scratch.config.n_layers == 3 and not torch.equal(scratch.embed.weight, source.embed.weight)
+    with pytest.raises(ConfigError, match="kind 'huge'"):
+        Variant("huge")
+
+
+def test_bad_configs_fail_before_any_work():
+    cpu = RecursiveConfig.preset("cpu")
+    with pytest.raises(ConfigError, match="inits \\['best'\\]"):
+        cpu.override(inits=("best",))
+    with pytest.raises(ConfigError, match="must include train_corpus"):
+        cpu.override(eval_corpora=("shakespeare",))
+    with pytest.raises(ConfigError, match=r"loops \[4\] do not divide the 30 layers.*valid: \[1, 2, 3, 5"):
+        cpu.override(loops=(2, 4)).check_model(30)
+    assert cpu.train_config(Variant("scratch", 2)).lr == cpu.scratch_lr
+    assert cpu.train_config(Variant("recursive", 2, "random")).lr == cpu.scratch_lr
+    assert cpu.train_config(Variant("recursive", 2, "stepwise", kd=True)).kd_alpha == cpu.kd_alpha
+
+
+def test_cached_results_are_reused_only_under_the_same_key(tmp_path):
+    calls = []
+    compute = lambda: calls.append(1) or {"x": len(calls)}  # noqa: E731
+    assert experiments.cached(tmp_path / "run", "k1", compute) == {"x": 1}
+    assert experiments.cached(tmp_path / "run", "k1", compute) == {"x": 1}
+    assert experiments.cached(tmp_path / "run", "k2", compute) == {"x": 2}
+    assert json.loads((tmp_path / "run" / experiments.RESULT_FILE).read_text())["key"] == "k2"
+    assert experiments.digest(Variant("full"), 1) != experiments.digest(Variant("full", seed=1), 1)
+    assert len(experiments.code_digest("rlib.looping")) == 16
+
+
+def _result(v: Variant, nll: float, corpus: str = "c") -> dict:
+    return {"name": v.name, "variant": {**v.__dict__}, "corpus": v.corpus or corpus,
+            "params": {"unique": 10, "non_embedding": 5, "effective": 20},
+            "before": {f"nll[{corpus}]": nll + 1, f"ppl[{corpus}]": 2.0}, "after": {f"nll[{corpus}]": nll,
+                                                                                   f"ppl[{corpus}]": 1.0},
+            "train": {"tokens": 100, "seconds": 1.0, "tokens_per_s": 100.0, "final_loss": nll, "val_loss": nll}}
+
+
+def test_claims_are_judged_from_the_numbers():
+    cfg = RecursiveConfig.preset("smoke").override(train_corpus="c", eval_corpora=("c",), seeds=(0, 1),
+                                                   inits=("stepwise", "average", "random"), loops=(2, 3))
+    good = [_result(Variant("full"), 2.0), _result(Variant("recursive", 2, "stepwise"), 2.5),
+            _result(Variant("recursive", 2, "stepwise", seed=1), 2.52),
+            _result(Variant("recursive", 2, "average"), 2.7),
+            _result(Variant("recursive", 2, "random"), 4.0), _result(Variant("recursive", 3, "stepwise"), 2.8),
+            _result(Variant("truncated", 2), 3.0), _result(Variant("scratch", 2), 4.1),
+            _result(Variant("recursive", 2, "stepwise", kd=True), 2.45),
+            _result(Variant("recursive", 2, "stepwise", kd=True, seed=1), 2.46)]
+    claims = recursive.claims_table(good, cfg).set_index("claim")["held"]
+    assert (claims == "held").all(), claims
+    bad = [r if r["name"] != "recursive-B3-stepwise-s0" else _result(Variant("recursive", 3, "stepwise"), 2.4)
+           for r in good]
+    bad = [r if r["name"] != "recursive-B2-average-s0" else _result(Variant("recursive", 2, "average"), 2.3)
+           for r in bad]
+    claims = recursive.claims_table(bad, cfg)
+    held = dict(zip(claims["claim"].str.split().str[:2].str.join(" "), claims["held"]))
+    assert held["More loops"] == "not held" and held["Stepwise reaches"] == "not held"
+    assert held["Every pretrained"] == "held" and held["Distillation from"] == "held"
+    init = recursive.init_table(good, cfg).set_index("init")
+    assert init.loc["stepwise", "n_seeds"] == 2 and init.loc["random", "Δppl vs random"] == 0
+
+
+def test_memory_probe_reports_parameters_and_a_peak(tmp_path):
+    model = tiny_model(6)
+    stats = memory.peak_rss(save(model, tmp_path / "m"), batch=1, seq_len=16)
+    expected = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+    assert stats["param_mib"] == pytest.approx(expected)
+    assert stats["peak_rss_mib"] >= stats["after_load_rss_mib"] >= stats["baseline_rss_mib"] > 0
