@@ -102,7 +102,7 @@ run.table(recursive.flat(results), "runs", show=False);
 init = run.table(recursive.init_table(results, cfg), "init_ablation")
 
 # %%
-curves = recursive.loss_curves(work, [v.name for v in runs])
+curves = recursive.loss_curves(work, results)
 names = recursive.curve_labels(runs, cfg, group="inits")
 run.figure(plots.plot_loss_curves(curves, names, f"Uptraining loss per initialization (B={cfg.init_loops})"),
            "loss_curves_init");

@@ -22,7 +22,8 @@ __all__ = ["plot_layer_mapping", "plot_loss_curves", "plot_size_quality"]
 def plot_layer_mapping(mappings: dict[str, pd.DataFrame], title: str | None = None) -> Figure:
     """One row of cells per recipe (`rlib.looping.layer_mapping` frames): colour = block, text = source layers.
 
-    Global-attention depths are hatched, so a Gemma mapping shows where one block serves both kinds.
+    Where a model mixes sliding-window and global layers (Gemma 3), global depths are hatched, so the figure shows
+    where one block serves both kinds.
     """
     style()
     n_rows = len(mappings)
@@ -32,8 +33,9 @@ def plot_layer_mapping(mappings: dict[str, pd.DataFrame], title: str | None = No
     colours = sns.color_palette("husl", n_blocks)
     for row, table in enumerate(mappings.values()):
         y = n_rows - 1 - row
+        mixed = table["attention"].nunique() > 1  # hatch global depths only where both kinds occur
         for r in table.itertuples():
-            hatch = "///" if r.attention == "global" else None
+            hatch = "///" if mixed and r.attention == "global" else None
             ax.add_patch(plt.Rectangle((r.depth, y + 0.1), 0.92, 0.8, facecolor=colours[r.block], edgecolor="white",
                                        hatch=hatch, linewidth=0.5))
             text = r.source_layers if len(r.source_layers) <= 5 else "avg"
@@ -46,7 +48,7 @@ def plot_layer_mapping(mappings: dict[str, pd.DataFrame], title: str | None = No
     ax.grid(False)
     for side in ("left", "bottom"):
         ax.spines[side].set_visible(False)
-    if any((m["attention"] == "global").any() for m in mappings.values()):
+    if any(m["attention"].nunique() > 1 for m in mappings.values()):
         ax.legend(handles=[Patch(facecolor="white", edgecolor="grey", hatch="///", label="global attention")],
                   loc="upper right", bbox_to_anchor=(1, 1.25), fontsize=8)
     if title:
@@ -86,6 +88,9 @@ def plot_loss_curves(curves: pd.DataFrame, labels: dict[str, str], title: str, s
     ax.set_ylabel("loss (nats/token; lines: train, dots: validation)")
     if log_y:
         ax.set_yscale("log")
+        plain = plt.FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
     ax.set_title(title)
     ax.legend(fontsize=8, ncol=2)
     return fig
