@@ -204,9 +204,12 @@ def plot_task_suite(
     """
     acc = df[df["primary"] & df["metric"].str.startswith("acc")].assign(
         percent=lambda d: 100 * d["value"], err=lambda d: 100 * d["stderr"])
-    fig = grouped_bars(acc, "task", "percent", "model", fmt="{:.0f}", title=title, xlabel="task",
-                       ylabel="accuracy (%)", log=False)
+    fig = grouped_bars(acc, "task", "percent", "model", title=title, xlabel="task", ylabel="accuracy (%)", log=False,
+                       annotate=False)
     ax = fig.axes[0]
+    for bars in ax.containers:  # values inside the bars, clear of the error bars above them
+        ax.bar_label(bars, labels=[f"{b.get_height():.0f}" for b in bars], label_type="center", fontsize=8,
+                     color="white")
     models = list(dict.fromkeys(acc["model"]))
     width = 0.8 / len(models)
     for j, model in enumerate(models):

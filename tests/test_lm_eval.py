@@ -251,3 +251,14 @@ def test_plot_task_suite_draws_one_bar_per_model_and_accuracy_task():
     assert len(ax.patches) == 4  # 2 models x 2 accuracy tasks; bits per byte is left out
     assert [t.get_text() for t in ax.get_xticklabels()] == ["book_code", "book_nextline"]
     assert ax.get_ylim()[1] >= 100
+
+
+def test_a_looped_model_evaluates_through_lm_eval(built, smol_tokenizer, tmp_path):
+    from rlib import looping
+
+    looped = looping.convert(_tiny_decoder(len(smol_tokenizer)), looping.Looping(2, init="average"))
+    assert len(looped.plan) == 2 and looped.config.n_layers == 1
+    direct = rev.evaluate(looped, ["book_nextline"], limit=3, tokenizer=smol_tokenizer)
+    reloaded = rev.evaluate(str(convert.save(looped, tmp_path / "looped")), ["book_nextline"], limit=3,
+                            tokenizer=smol_tokenizer)
+    assert direct["book_nextline"]["acc"] == reloaded["book_nextline"]["acc"]
