@@ -8,14 +8,13 @@ is measured in its own subprocess, which loads only that model (not the source i
     python -m rlib.memory FOLDER --batch 1 --seq-len 256     # prints one JSON line
 
 `peak_rss(folder)` runs that and returns the dict; `measure(models)` saves each Decoder to a temp folder first.
-Linux reports `ru_maxrss` in KiB.
+The peak is the process's VmHWM (Linux), read after imports (baseline), after loading and after the forward.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,15 @@ __all__ = ["measure", "peak_rss"]
 
 
 def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident set so far (MiB): VmHWM of its own address space.
+
+    Not `getrusage().ru_maxrss`: Linux keeps that high-water mark across fork and exec, so a child would report
+    its parent's peak. VmHWM belongs to the memory map that exec created fresh.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status: peak RSS needs Linux")
 
 
 def _child(folder: str, batch: int, seq_len: int) -> dict[str, float]:

@@ -97,9 +97,14 @@ def test_claims_are_judged_from_the_numbers():
     assert init.loc["stepwise", "n_seeds"] == 2 and init.loc["random", "Δppl vs random"] == 0
 
 
-def test_memory_probe_reports_parameters_and_a_peak(tmp_path):
-    model = tiny_model(6)
-    stats = memory.peak_rss(save(model, tmp_path / "m"), batch=1, seq_len=16)
-    expected = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
-    assert stats["param_mib"] == pytest.approx(expected)
+def test_memory_probe_sees_the_model_in_a_fresh_process(tmp_path):
+    from rlib.model import Decoder
+
+    big = Decoder(tiny_model(2).config.replace(vocab_size=40_000, d_model=256, n_heads=4, head_dim=64))  # ~50 MiB
+    stats = memory.peak_rss(save(big, tmp_path / "m"), batch=1, seq_len=16)
+    expected = sum(p.numel() * p.element_size() for p in big.parameters()) / 2**20
+    assert stats["param_mib"] == pytest.approx(expected) and expected > 40
     assert stats["peak_rss_mib"] >= stats["after_load_rss_mib"] >= stats["baseline_rss_mib"] > 0
+    # loading must show up in the child's own peak (a parent's inherited high-water mark would hide it)
+    assert stats["after_load_rss_mib"] - stats["baseline_rss_mib"] > 0.8 * expected
+    assert stats["baseline_rss_mib"] < 2000
