@@ -161,6 +161,10 @@ speed = run.table(recursive.speed_table(results), "uptraining_speed")
 
 # %% [markdown]
 # ## Claims
+#
+# Each claim of the issue, judged from the numbers above: held-out NLL on the uptraining corpus after equal
+# uptraining, seeds averaged, with the seed spread beside any small margin. In the `smoke` profile (three
+# steps of two windows) the verdicts only check the plumbing; they are evidence in `cpu` and above.
 
 # %%
 claims = run.table(recursive.claims_table(results, cfg), "claims")
