@@ -88,8 +88,9 @@ run.figure(plots.plot_layer_mapping(mappings, "Which block runs where, and where
 # %%
 runs = recursive.variants(cfg)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-results = recursive.run_grid(cfg, work)
-source = recursive.source_result(cfg)
+source_model = recursive.load_source(cfg)
+results = recursive.run_grid(cfg, work, source_model)
+source = recursive.source_result(cfg, source_model)
 run.table(recursive.flat(results), "runs", show=False);
 
 # %% [markdown]
@@ -156,7 +157,7 @@ run.table(recursive.shift_table(results, cfg, source), "data_shift");
 # forward pass (`rlib.memory`), for the full model and the looped ones; and uptraining tokens per second.
 
 # %%
-mem = run.table(recursive.memory_table(cfg), "memory")
+mem = run.table(recursive.memory_table(cfg, source_model), "memory")
 speed = run.table(recursive.speed_table(results), "uptraining_speed")
 
 # %% [markdown]

@@ -37,7 +37,7 @@ from torch import nn
 
 from rlib.config import ConfigError
 from rlib.model import Decoder, DecoderConfig, ExecutionPlan
-from rlib.model.decoder import BLOCK_WINDOW
+from rlib.model.layers import BLOCK_WINDOW
 
 __all__ = [
     "CONVENTIONS",

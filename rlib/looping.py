@@ -35,6 +35,7 @@ looped model has the source's attention pattern and KV footprint and the shared 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,6 +169,12 @@ def _check_plain(source: Decoder) -> None:
         raise ConfigError(f"convert a decoder without per-depth adapters (found {adapters[0]})")
 
 
+def _block_layers(sources: list[tuple[int, ...]], served: list[list[int]]) -> list[int]:
+    """The source layer whose attention geometry (window, theta) each block is built with: its first source
+    layer, or (random init) the first depth it serves."""
+    return [src[0] if src else depths[0] for src, depths in zip(sources, served)]
+
+
 def _geometry_plan(source: Decoder, order: tuple[int, ...], block_layers: list[int], geometry: str) -> ExecutionPlan:
     """The plan over `order`; with geometry "depth", steps whose block was built for another kind get overrides."""
     plan = ExecutionPlan.from_blocks(order)
@@ -179,8 +186,8 @@ def _geometry_plan(source: Decoder, order: tuple[int, ...], block_layers: list[i
         own = block_layers[step.block]
         same = (config.sliding_windows[own], config.rope_thetas[own]) == (
             config.sliding_windows[depth], config.rope_thetas[depth])
-        steps.append(step if same else type(step)(step.block, step.slot, window=config.sliding_windows[depth],
-                                                  rope_theta=config.rope_thetas[depth]))
+        steps.append(step if same else dataclasses.replace(step, window=config.sliding_windows[depth],
+                                                           rope_theta=config.rope_thetas[depth]))
     return ExecutionPlan(tuple(steps))
 
 
@@ -195,8 +202,7 @@ def convert(source: Decoder, recipe: Looping) -> Decoder:
     order = block_order(recipe.sharing, n_layers, recipe.n_loops)
     sources = source_layers(recipe.init, recipe.sharing, n_layers, recipe.n_loops, recipe.seed)
     served = _served_depths(order)
-    # each block's attention geometry (window, theta): its first source layer's, or its first depth's
-    block_layers = [src[0] if src else depths[0] for src, depths in zip(sources, served)]
+    block_layers = _block_layers(sources, served)
     config = source.config.with_layers(block_layers)
     plan = _geometry_plan(source, order, block_layers, recipe.geometry)
     weight = source.embed.weight
@@ -249,10 +255,10 @@ def layer_mapping(source_config, recipe: Looping) -> pd.DataFrame:
     order = block_order(recipe.sharing, n_layers, recipe.n_loops)
     sources = source_layers(recipe.init, recipe.sharing, n_layers, recipe.n_loops, recipe.seed)
     served = _served_depths(order)
+    block_layers = _block_layers(sources, served)
     rows = []
     for depth, block in enumerate(order):
-        first = sources[block][0] if sources[block] else served[block][0]
-        geometry_layer = depth if recipe.geometry == "depth" else first
+        geometry_layer = depth if recipe.geometry == "depth" else block_layers[block]
         window = source_config.sliding_windows[geometry_layer]
         rows.append({
             "depth": depth,

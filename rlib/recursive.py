@@ -37,8 +37,8 @@ from rlib.progress import progress
 from rlib.train import TrainConfig, train
 
 __all__ = ["KINDS", "RecursiveConfig", "Variant", "claims_table", "curve_labels", "evaluate_model", "headline",
-           "init_table", "kd_table", "loss_curves", "memory_table", "run_grid", "shift_table", "size_table",
-           "source_config", "speed_table", "variants"]
+           "init_table", "kd_table", "load_source", "loss_curves", "memory_table", "run_grid", "shift_table",
+           "size_table", "source_config", "speed_table", "variants"]
 
 KINDS = ("full", "recursive", "truncated", "scratch")
 PRETRAINED_INITS = ("stepwise", "stepwise_fixed_start", "average", "lower", "upper", "random_layers")
@@ -310,13 +310,19 @@ def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, folder:
     }
 
 
-def run_grid(cfg: RecursiveConfig, work: Path, only: list[str] | None = None) -> list[dict[str, Any]]:
+def load_source(cfg: RecursiveConfig) -> Decoder:
+    """The source checkpoint as a Decoder, checked against the config's loop counts (load it once per chapter)."""
+    source = convert.from_transformers(assets.load_model(cfg.model))
+    cfg.check_model(source.config.n_layers)
+    return source
+
+
+def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] | None = None) -> list[dict[str, Any]]:
     """Run (or load) every variant; returns their results in `variants(cfg)` order.
 
     Each variant's folder `work/<name>/` holds `train-<key>/metrics.csv` (loss curves), `result.json` (written last,
     keyed by the variant, the config and the library source) and, for kept models, `model/`.
     """
-    source = convert.from_transformers(assets.load_model(cfg.model))
     cfg.check_model(source.config.n_layers)
     windows = eval_windows(cfg)
     code = experiments.code_digest(*CODE_MODULES)
@@ -331,9 +337,8 @@ def run_grid(cfg: RecursiveConfig, work: Path, only: list[str] | None = None) ->
     return results
 
 
-def source_result(cfg: RecursiveConfig) -> dict[str, float]:
+def source_result(cfg: RecursiveConfig, source: Decoder) -> dict[str, float]:
     """The untouched source model on the same windows and tasks (the "before uptraining" full-size row)."""
-    source = convert.from_transformers(assets.load_model(cfg.model))
     return evaluate_model(source, cfg, eval_windows(cfg), tasks=True)
 
 
@@ -358,7 +363,7 @@ def _mean_std(df: pd.DataFrame, by: list[str], columns: list[str]) -> pd.DataFra
     out = grouped[columns].mean()
     out["n_seeds"] = grouped.size()
     for col in columns:
-        out[f"{col} sd"] = grouped[col].std(ddof=1) if len(df) else np.nan
+        out[f"{col} sd"] = grouped[col].std(ddof=1)
     return out.reset_index()
 
 
@@ -461,11 +466,10 @@ def loss_curves(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def memory_table(cfg: RecursiveConfig, batch: int = 1) -> pd.DataFrame:
+def memory_table(cfg: RecursiveConfig, source: Decoder, batch: int = 1) -> pd.DataFrame:
     """Parameter MiB and fresh-process peak RSS at inference of the source model and its stepwise B-loop models."""
     from rlib import memory
 
-    source = convert.from_transformers(assets.load_model(cfg.model))
     models = {"full-size (B=1)": source}
     for b in sorted(set(cfg.loops) | {cfg.init_loops}):
         models[f"recursive B={b}"] = looping.convert(source, Looping(b))

@@ -13,7 +13,7 @@ The two families differ only in values, never in code paths chosen by name:
 
 Per-layer fields (`rope_thetas`, `sliding_windows`) have one entry per *unique block*: by default a looped
 model runs each block with its own theta and window. A plan step may override both per depth
-(`ExecutionPlan.with_geometry`), which is how a looped Gemma 3 keeps its source model's sliding/global pattern.
+(`Step.window`, `Step.rope_theta`), which is how a looped Gemma 3 keeps its source model's sliding/global pattern.
 """
 
 from __future__ import annotations

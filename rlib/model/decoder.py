@@ -22,7 +22,6 @@ Forward outputs are identical.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,9 +32,7 @@ from torch import nn
 from rlib.config import ConfigError
 from rlib.model.cache import KVCache
 from rlib.model.config import DecoderConfig
-from rlib.model.layers import DecoderBlock, RMSNorm, RotaryTable, StepContext
-
-BLOCK_WINDOW = "block"  # Step.window default: attend with the block's own sliding window (or none)
+from rlib.model.layers import BLOCK_WINDOW, DecoderBlock, RMSNorm, RotaryTable, StepContext
 
 
 @dataclass(frozen=True)
@@ -96,13 +93,6 @@ class ExecutionPlan:
 
     def is_identity(self, n_layers: int) -> bool:
         return self == ExecutionPlan.identity(n_layers)
-
-    def with_geometry(self, windows: tuple[int | None, ...], thetas: tuple[float, ...]) -> ExecutionPlan:
-        """The same plan with the attention geometry of depth i set to (windows[i], thetas[i])."""
-        if not len(windows) == len(thetas) == len(self.steps):
-            raise ConfigError(f"{len(windows)} windows and {len(thetas)} thetas for a plan of {len(self)} steps")
-        return ExecutionPlan(tuple(dataclasses.replace(s, window=w, rope_theta=t)
-                                   for s, w, t in zip(self.steps, windows, thetas)))
 
     @property
     def thetas(self) -> set[float]:

@@ -112,6 +112,9 @@ class Projection(nn.Linear):
         return y
 
 
+BLOCK_WINDOW = "block"  # a step's window when it attends with its block's own sliding window (or none)
+
+
 @dataclass
 class StepContext:
     """Everything one execution step needs besides the hidden states.
@@ -132,7 +135,7 @@ class StepContext:
     slot: int = 0
     reuse_kv: bool = False
     plain_causal: bool = False
-    window: int | str | None = "block"  # the step's sliding window ("block" = the block's own; None = global)
+    window: int | str | None = BLOCK_WINDOW  # the step's sliding window (BLOCK_WINDOW = the block's own; None = global)
     rope_theta: float | None = None  # the step's rope theta (None = the block's own)
     masks: dict = field(default_factory=dict)  # window -> mask, for steps whose keys are this call's tokens
 
@@ -162,7 +165,7 @@ class Attention(nn.Module):
 
     def window_at(self, ctx: StepContext) -> int | None:
         """The sliding window at this step: the plan step's if it sets one, else the block's."""
-        return self.window if ctx.window == "block" else ctx.window
+        return self.window if ctx.window == BLOCK_WINDOW else ctx.window
 
     def rope_at(self, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
         return ctx.rope[self.theta if ctx.rope_theta is None else ctx.rope_theta]
