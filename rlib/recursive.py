@@ -57,8 +57,8 @@ class RecursiveConfig(Preset):
     batch_size: int  # windows per optimizer step
     micro_batch_size: int
     steps: int  # optimizer steps of uptraining, the same for every variant (equal tokens)
-    lr: float  # peak learning rate for pretrained starts (the paper: 2e-4, cosine)
-    scratch_lr: float  # peak learning rate for random starts (scratch, random init)
+    lr: float  # peak learning rate of every run, pretrained or random start (the paper: one recipe for all; cosine).
+    # The cpu value comes from `python -m rlib.lr_sweep` (validation loss, figures/01_*/lr_sweep.csv)
     warmup_steps: int
     eval_every: int  # steps between validation-loss points of the loss curves
     val_windows: int  # validation windows (validation split of the uptraining corpus) per evaluation
@@ -81,14 +81,14 @@ class RecursiveConfig(Preset):
         "smoke": dict(
             model="smollm2-135m", train_corpus="shakespeare", shift_corpus="python-stdlib", shift_recursive=False,
             eval_corpora=("shakespeare", "python-stdlib"), seq_len=64, batch_size=2, micro_batch_size=2, steps=3,
-            lr=2e-4, scratch_lr=1e-3, warmup_steps=1, eval_every=3, val_windows=2, n_eval_windows=2, init_loops=2,
+            lr=1e-3, warmup_steps=1, eval_every=3, val_windows=2, n_eval_windows=2, init_loops=2,
             inits=("stepwise", "random"), norm_inits=(), seeded_inits=(), seeds=(0,), loops=(2,), kd_alpha=1.0,
             tasks=("book_nextline",), task_limit=2, precision="bf16", keep_models=False, checkpoint_every=0),
         # about 45 min on 2 cores: 18 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~270 tokens/s
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", shift_corpus="python-stdlib", shift_recursive=False,
             eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), seq_len=128, batch_size=4,
-            micro_batch_size=4, steps=48, lr=2e-4, scratch_lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16,
+            micro_batch_size=4, steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16,
             n_eval_windows=32, init_loops=2, inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"),
             norm_inits=("choice", "zero"), seeded_inits=("stepwise",), seeds=(0, 1), loops=(2, 3, 5), kd_alpha=1.0,
             tasks=("book_cloze", "book_nextline", "book_code"), task_limit=40, precision="bf16", keep_models=True,
@@ -96,7 +96,7 @@ class RecursiveConfig(Preset):
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", shift_corpus="python-stdlib", shift_recursive=True,
             eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib", "humaneval"), seq_len=512,
-            batch_size=32, micro_batch_size=16, steps=2000, lr=2e-4, scratch_lr=1e-3, warmup_steps=100,
+            batch_size=32, micro_batch_size=16, steps=2000, lr=5e-4, warmup_steps=100,
             eval_every=100, val_windows=64, n_eval_windows=256, init_loops=2,
             inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"), norm_inits=("choice", "zero"),
             seeded_inits=("stepwise", "average", "lower"), seeds=(0, 1, 2), loops=(2, 3), kd_alpha=1.0,
@@ -106,7 +106,7 @@ class RecursiveConfig(Preset):
             model="hf:google/gemma-2-2b", train_corpus="hf:cerebras/SlimPajama-627B",
             shift_corpus="hf:HuggingFaceFW/fineweb-edu", shift_recursive=True,
             eval_corpora=("hf:cerebras/SlimPajama-627B",), seq_len=2048, batch_size=1024, micro_batch_size=8,
-            steps=7500, lr=2e-4, scratch_lr=2e-4, warmup_steps=200, eval_every=500, val_windows=256,
+            steps=7500, lr=2e-4, warmup_steps=200, eval_every=500, val_windows=256,
             n_eval_windows=1024, init_loops=2, inits=("stepwise", "average", "lower", "random"),
             norm_inits=("choice", "zero"), seeded_inits=(), seeds=(0,), loops=(2, 3), kd_alpha=1.0,
             tasks=("lambada_openai", "hellaswag", "piqa", "winogrande", "arc_easy", "arc_challenge", "openbookqa"),
@@ -137,8 +137,7 @@ class RecursiveConfig(Preset):
             raise ConfigError(f"loops {bad} do not divide the {n_layers} layers of {self.model}; valid: {valid}")
 
     def train_config(self, variant: Variant) -> TrainConfig:
-        random_start = variant.kind == "scratch" or (variant.kind == "recursive" and variant.init == "random")
-        return TrainConfig(lr=self.scratch_lr if random_start else self.lr, schedule="cosine",
+        return TrainConfig(lr=self.lr, schedule="cosine",
                            warmup_steps=self.warmup_steps, max_steps=self.steps, batch_size=self.batch_size,
                            micro_batch_size=self.micro_batch_size, eval_every=self.eval_every,
                            eval_batches=max(1, self.val_windows // self.batch_size),
@@ -271,6 +270,15 @@ def _keeps(variant: Variant, cfg: RecursiveConfig) -> bool:
     return (teacher and (cfg.kd_alpha > 0 or cfg.keep_models)) or (variant == main and cfg.keep_models)
 
 
+def _scored_before(variant: Variant, cfg: RecursiveConfig) -> bool:
+    """Whether the task suite also scores the model before uptraining: the rows of Table F.1 (full-size, each
+    initialization at B = init_loops, reduced-size from scratch), first seed only (the inits are deterministic
+    except Random, whose other seeds would add little); the norm-weight variants are judged on loss alone."""
+    home = not variant.corpus and not variant.kd and variant.seed == cfg.seeds[0] and variant.norm_init == "average"
+    f1_row = variant.kind == "full" or (variant.n_loops == cfg.init_loops and variant.kind in ("recursive", "scratch"))
+    return home and f1_row
+
+
 def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, folder: Path,
                 windows: dict[str, torch.Tensor], teacher_dir: Path | None, key: str = "") -> dict[str, Any]:
     """Build, evaluate at step 0, uptrain, evaluate again; returns the result dict (see `run_grid`).
@@ -284,7 +292,8 @@ def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, folder:
             shutil.rmtree(stale, ignore_errors=True)
     model = variant.build(source)
     counts = counting.count_parameters(model)
-    before = evaluate_model(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]}, tasks=False)
+    before = evaluate_model(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]},
+                            tasks=_scored_before(variant, cfg))
     teacher = None
     if variant.kd:
         if teacher_dir is None or not (teacher_dir / convert.CONFIG_FILE).exists():
@@ -384,7 +393,8 @@ def init_table(results: list[dict[str, Any]], cfg: RecursiveConfig) -> pd.DataFr
                            rec["init"])
     refs = home[(home["kind"] == "full") | ((home["kind"] == "scratch") & (home["n_loops"] == cfg.init_loops))].copy()
     refs["init"] = refs["kind"].map({"full": "full-size (uptrained)", "scratch": "reduced-size (from scratch)"})
-    cols = [f"before ppl[{cfg.train_corpus}]", *_metric_columns(df, cfg)]
+    cols = [f"before ppl[{cfg.train_corpus}]", *[c for c in df.columns if c.startswith("before task")],
+            *_metric_columns(df, cfg)]
     table = _mean_std(pd.concat([refs, rec]), ["init", "non_embedding_params"], cols)
     main = f"after ppl[{cfg.train_corpus}]"
     if "random" in set(rec["init"]):

@@ -49,8 +49,9 @@ def test_bad_configs_fail_before_any_work():
         cpu.override(eval_corpora=("shakespeare",))
     with pytest.raises(ConfigError, match=r"loops \[4\] do not divide the 30 layers.*valid: \[1, 2, 3, 5"):
         cpu.override(loops=(2, 4)).check_model(30)
-    assert cpu.train_config(Variant("scratch", 2)).lr == cpu.scratch_lr
-    assert cpu.train_config(Variant("recursive", 2, "random")).lr == cpu.scratch_lr
+    # one peak rate for every start, as in the paper (the cpu value is chosen by rlib.lr_sweep)
+    assert {cpu.train_config(v).lr for v in (Variant("scratch", 2), Variant("recursive", 2, "random"),
+                                            Variant("full"))} == {cpu.lr}
     assert cpu.train_config(Variant("recursive", 2, "stepwise", kd=True)).kd_alpha == cpu.kd_alpha
 
 
@@ -108,3 +109,16 @@ def test_memory_probe_sees_the_model_in_a_fresh_process(tmp_path):
     # loading must show up in the child's own peak (a parent's inherited high-water mark would hide it)
     assert stats["after_load_rss_mib"] - stats["baseline_rss_mib"] > 0.8 * expected
     assert stats["baseline_rss_mib"] < 2000
+
+
+def test_lr_sweep_picks_the_lowest_mean_validation_loss_and_rejects_bad_rates(tmp_path):
+    import pandas as pd
+
+    from rlib import lr_sweep
+
+    table = pd.DataFrame({"kind": ["recursive", "scratch"] * 3, "lr": [1e-4, 1e-4, 1e-3, 1e-3, 1e-2, 1e-2],
+                          "val_loss": [6.0, 8.0, 6.5, 7.0, 5.9, 9.0]})
+    assert lr_sweep.best_lr(table) == 1e-3  # means 7.0, 6.75, 7.45: the best over both starts, not either alone
+    with pytest.raises(ValueError, match=r"lrs=\[0.0\]"):
+        lr_sweep.sweep(RecursiveConfig.preset("smoke"), [0.0], tmp_path)
+    assert [v.kind for v in lr_sweep.sweep_variants(RecursiveConfig.preset("cpu"))] == ["recursive", "scratch"]

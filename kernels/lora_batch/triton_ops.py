@@ -1,0 +1,231 @@
+"""Triton kernels of the depth-indexed multi-LoRA linear (see `reference.py` for the operation and shapes).
+
+The update B[d] A[d] x is split, as in Punica/S-LoRA/vLLM, into a *shrink* (S = A[d] x, K -> R, fp32 [N, R]) and
+an *expand* (Y += scale * B[d] S, R -> M). Two schedules of each:
+
+segmented   rows are grouped by depth (a stable sort, on the device); a program takes a tile of up to BLOCK_M rows of
+            one depth and uses tensor-core dots. The grid is (depth groups, cdiv(N, BLOCK_M), output blocks):
+            programs past the end of their group exit at once, so no host synchronization is needed to build it.
+per_row     one row per program, vector products (BGMV-style): no sort, best when N is a handful of tokens.
+
+The expand can fuse the base GEMM (Y = X W^T + bias + the update, one pass over each output tile, rows without an
+adapter included); without fusion it adds into a Y that `F.linear` (cuBLAS) computed. Accumulation is fp32.
+
+Under TRITON_INTERPRET=1 (CPU) bf16 arithmetic is wrong in the interpreter; the kernels upcast tiles to fp32 on
+load when `UPCAST` is set, which the launcher does for bf16 there.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+class Segments(NamedTuple):
+    """Rows grouped by depth: group 0 = no adapter (depth -1), group d + 1 = depth d."""
+
+    order: torch.Tensor  # [N] int32, row indices sorted by depth (stable)
+    starts: torch.Tensor  # [D + 1] int32, first position of each group in `order`
+    counts: torch.Tensor  # [D + 1] int32, rows per group
+
+
+def segments(depth: torch.Tensor, n_depths: int) -> Segments:
+    """Sort rows by depth on the device (no host synchronization)."""
+    groups = (depth.long() + 1).clamp(min=0)  # [N]
+    order = torch.argsort(groups, stable=True).to(torch.int32)
+    counts = torch.bincount(groups, minlength=n_depths + 1)[: n_depths + 1]
+    starts = torch.cumsum(counts, 0) - counts
+    return Segments(order, starts.to(torch.int32), counts.to(torch.int32))
+
+
+@triton.jit
+def _shrink_segmented(x_ptr, a_ptr, s_ptr, order_ptr, starts_ptr, counts_ptr, K, R,
+                      stride_xn, stride_xk, stride_ad, stride_ar, stride_ak, stride_sn, stride_sr,
+                      BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+    depth = tl.program_id(0)
+    tile = tl.program_id(1)
+    count = tl.load(counts_ptr + depth + 1)
+    if tile * BLOCK_M < count:
+        start = tl.load(starts_ptr + depth + 1)
+        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask_m = offs_m < count
+        rows = tl.load(order_ptr + start + offs_m, mask=mask_m, other=0).to(tl.int64)
+        offs_r = tl.program_id(2) * BLOCK_R + tl.arange(0, BLOCK_R)
+        mask_r = offs_r < R
+        acc = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask_k = offs_k < K
+            x = tl.load(x_ptr + rows[:, None] * stride_xn + offs_k[None, :] * stride_xk,
+                        mask=mask_m[:, None] & mask_k[None, :], other=0.0)  # [BM, BK]
+            a = tl.load(a_ptr + depth * stride_ad + offs_r[None, :] * stride_ar + offs_k[:, None] * stride_ak,
+                        mask=mask_k[:, None] & mask_r[None, :], other=0.0)  # [BK, BR]
+            if UPCAST:
+                x = x.to(tl.float32)
+                a = a.to(tl.float32)
+            acc += tl.dot(x, a)
+        tl.store(s_ptr + rows[:, None] * stride_sn + offs_r[None, :] * stride_sr, acc,
+                 mask=mask_m[:, None] & mask_r[None, :])
+
+
+@triton.jit
+def _expand_segmented(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, order_ptr, starts_ptr, counts_ptr, K, M, R, scale,
+                      stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
+                      stride_bd, stride_bm, stride_br, stride_yn, stride_ym,
+                      FUSE_BASE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, UPCAST: tl.constexpr):
+    group = tl.program_id(0) + (0 if FUSE_BASE else 1)  # with a fused base, group 0 (no adapter) needs Y too
+    depth = group - 1
+    tile = tl.program_id(1)
+    count = tl.load(counts_ptr + group)
+    if tile * BLOCK_M < count:
+        start = tl.load(starts_ptr + group)
+        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask_m = offs_m < count
+        rows = tl.load(order_ptr + start + offs_m, mask=mask_m, other=0).to(tl.int64)
+        offs_n = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < M
+        mask_y = mask_m[:, None] & mask_n[None, :]
+        y_ptrs = y_ptr + rows[:, None] * stride_yn + offs_n[None, :] * stride_ym
+        if FUSE_BASE:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                mask_k = offs_k < K
+                x = tl.load(x_ptr + rows[:, None] * stride_xn + offs_k[None, :] * stride_xk,
+                            mask=mask_m[:, None] & mask_k[None, :], other=0.0)  # [BM, BK]
+                w = tl.load(w_ptr + offs_n[None, :] * stride_wm + offs_k[:, None] * stride_wk,
+                            mask=mask_k[:, None] & mask_n[None, :], other=0.0)  # [BK, BN] = W^T tile
+                if UPCAST:
+                    x = x.to(tl.float32)
+                    w = w.to(tl.float32)
+                acc += tl.dot(x, w)
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+        else:
+            acc = tl.load(y_ptrs, mask=mask_y, other=0.0).to(tl.float32)
+        if depth >= 0:
+            for r0 in range(0, R, BLOCK_R):
+                offs_r = r0 + tl.arange(0, BLOCK_R)
+                mask_r = offs_r < R
+                s = tl.load(s_ptr + rows[:, None] * stride_sn + offs_r[None, :] * stride_sr,
+                            mask=mask_m[:, None] & mask_r[None, :], other=0.0)  # [BM, BR] fp32
+                b = tl.load(b_ptr + depth * stride_bd + offs_n[None, :] * stride_bm + offs_r[:, None] * stride_br,
+                            mask=mask_r[:, None] & mask_n[None, :], other=0.0)  # [BR, BN] = B[d]^T tile
+                if UPCAST:
+                    b = b.to(tl.float32)
+                else:
+                    s = s.to(b.dtype)
+                acc += scale * tl.dot(s, b)
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_y)
+
+
+@triton.jit
+def _shrink_per_row(x_ptr, a_ptr, s_ptr, depth_ptr, K, R, stride_xn, stride_xk, stride_ad, stride_ar, stride_ak,
+                    stride_sn, stride_sr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    depth = tl.load(depth_ptr + row)
+    if depth >= 0:
+        offs_r = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
+        mask_r = offs_r < R
+        acc = tl.zeros((BLOCK_R,), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask_k = offs_k < K
+            x = tl.load(x_ptr + row * stride_xn + offs_k * stride_xk, mask=mask_k, other=0.0).to(tl.float32)
+            a = tl.load(a_ptr + depth * stride_ad + offs_r[:, None] * stride_ar + offs_k[None, :] * stride_ak,
+                        mask=mask_r[:, None] & mask_k[None, :], other=0.0).to(tl.float32)  # [BR, BK]
+            acc += tl.sum(a * x[None, :], axis=1)
+        tl.store(s_ptr + row * stride_sn + offs_r * stride_sr, acc, mask=mask_r)
+
+
+@triton.jit
+def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M, R, scale,
+                    stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
+                    stride_bd, stride_bm, stride_br, stride_yn, stride_ym,
+                    FUSE_BASE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    BLOCK_R: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    depth = tl.load(depth_ptr + row)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_n = offs_n < M
+    y_ptrs = y_ptr + row * stride_yn + offs_n * stride_ym
+    if FUSE_BASE:
+        acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask_k = offs_k < K
+            x = tl.load(x_ptr + row * stride_xn + offs_k * stride_xk, mask=mask_k, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + offs_n[:, None] * stride_wm + offs_k[None, :] * stride_wk,
+                        mask=mask_n[:, None] & mask_k[None, :], other=0.0).to(tl.float32)  # [BN, BK]
+            acc += tl.sum(w * x[None, :], axis=1)
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+    else:
+        acc = tl.load(y_ptrs, mask=mask_n, other=0.0).to(tl.float32)
+    if depth >= 0:
+        for r0 in range(0, R, BLOCK_R):
+            offs_r = r0 + tl.arange(0, BLOCK_R)
+            mask_r = offs_r < R
+            s = tl.load(s_ptr + row * stride_sn + offs_r * stride_sr, mask=mask_r, other=0.0)  # [BR] fp32
+            b = tl.load(b_ptr + depth * stride_bd + offs_n[:, None] * stride_bm + offs_r[None, :] * stride_br,
+                        mask=mask_n[:, None] & mask_r[None, :], other=0.0).to(tl.float32)  # [BN, BR]
+            acc += scale * tl.sum(b * s[None, :], axis=1)
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_n)
+
+
+def _block(n: int, lo: int = 16, hi: int = 64) -> int:
+    return max(lo, min(hi, triton.next_power_of_2(max(1, n))))
+
+
+def lora_batch_triton(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor,
+                      depth: torch.Tensor, bias: torch.Tensor | None = None, scale: float = 1.0,
+                      variant: str = "segmented", fuse_base: bool = False,
+                      block_m: int | None = None) -> torch.Tensor:
+    """Y [N, M] = X W^T + bias + scale * B[d] A[d] X per row (see the module docstring for the schedules)."""
+    if variant not in ("segmented", "per_row"):
+        raise ValueError(f"variant={variant!r}: use 'segmented' or 'per_row'")
+    n, k = x.shape
+    m = weight.shape[0]
+    n_depths, r = lora_a.shape[:2]
+    depth = depth.to(device=x.device, dtype=torch.int32).contiguous()
+    upcast = INTERPRET and x.dtype == torch.bfloat16
+    if fuse_base:
+        y = torch.empty((n, m), device=x.device, dtype=x.dtype)
+    else:
+        y = F.linear(x, weight, bias)  # [N, M], the base GEMM by the vendor library
+    if n == 0:
+        return y
+    shrunk = torch.zeros((n, r), device=x.device, dtype=torch.float32)  # [N, R]
+    bias_arg = bias if bias is not None else y  # a valid pointer; never read when HAS_BIAS is False
+    block_r, block_k, block_n = _block(r), _block(k, hi=64), _block(m, hi=64)
+    if variant == "segmented":
+        seg = segments(depth, n_depths)
+        bm = block_m or _block(n, hi=64)
+        n_tiles = triton.cdiv(n, bm)
+        _shrink_segmented[(n_depths, n_tiles, triton.cdiv(r, block_r))](
+            x, lora_a, shrunk, seg.order, seg.starts, seg.counts, k, r,
+            x.stride(0), x.stride(1), *lora_a.stride(), *shrunk.stride(),
+            BLOCK_M=bm, BLOCK_R=block_r, BLOCK_K=block_k, UPCAST=upcast)
+        groups = n_depths + 1 if fuse_base else n_depths
+        _expand_segmented[(groups, n_tiles, triton.cdiv(m, block_n))](
+            x, weight, bias_arg, shrunk, lora_b, y, seg.order, seg.starts, seg.counts, k, m, r, float(scale),
+            x.stride(0), x.stride(1), *weight.stride(), *shrunk.stride(), *lora_b.stride(), *y.stride(),
+            FUSE_BASE=fuse_base, HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=block_n, BLOCK_K=block_k,
+            BLOCK_R=block_r, UPCAST=upcast)
+    else:
+        _shrink_per_row[(n, triton.cdiv(r, block_r))](
+            x, lora_a, shrunk, depth, k, r, x.stride(0), x.stride(1), *lora_a.stride(), *shrunk.stride(),
+            BLOCK_R=block_r, BLOCK_K=block_k)
+        _expand_per_row[(n, triton.cdiv(m, block_n))](
+            x, weight, bias_arg, shrunk, lora_b, y, depth, k, m, r, float(scale),
+            x.stride(0), x.stride(1), *weight.stride(), *shrunk.stride(), *lora_b.stride(), *y.stride(),
+            FUSE_BASE=fuse_base, HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, BLOCK_R=block_r)
+    return y
