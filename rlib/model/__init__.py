@@ -4,7 +4,8 @@
     layers.py    RMSNorm, rotary embeddings, attention (GQA/MQA, sliding window), gated MLP, decoder block
     cache.py     KVCache addressed by execution-plan slot (per-depth or shared caches)
     decoder.py   Decoder: unique blocks + an ExecutionPlan (looping is a plan, not a fork), generate()
-    convert.py   from_transformers / to_transformers, save / load (safetensors + json)
+    convert.py   from_transformers / to_transformers, save / load (safetensors + json, per-depth adapters too)
+    lora.py      per-depth adapters: LoRA on a linear map, NormDelta on a norm weight (relaxed recursion)
 
     from rlib.model import Decoder, ExecutionPlan, from_transformers
     decoder = from_transformers(assets.load_model("smollm2-135m"))

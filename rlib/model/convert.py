@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from rlib.config import ConfigError
 from rlib.model.config import HF_FIELDS, DecoderConfig
 from rlib.model.decoder import Decoder, ExecutionPlan
+from rlib.model.lora import adapter_spec, build_adapter
 
 FORMAT = "rlib.decoder"
 FORMAT_VERSION = 1
@@ -172,6 +173,16 @@ def to_transformers(decoder: Decoder):
     return model.eval() if not decoder.training else model
 
 
+def adapter_specs(decoder: Decoder) -> dict[str, dict[str, dict]]:
+    """{module path: {depth: spec}} of every per-depth adapter (LoRA, norm delta) in the decoder."""
+    specs: dict[str, dict[str, dict]] = {}
+    for path, module in decoder.named_modules():
+        adapters = getattr(module, "adapters", None)
+        if isinstance(adapters, torch.nn.ModuleDict) and len(adapters):
+            specs[path] = {depth: adapter_spec(a) for depth, a in adapters.items()}
+    return specs
+
+
 def save(decoder: Decoder, folder: str | Path) -> Path:
     """Write model.safetensors (the state dict) and decoder.json (format, config, plan) into `folder`."""
     folder = Path(folder)
@@ -184,6 +195,9 @@ def save(decoder: Decoder, folder: str | Path) -> Path:
         "config": decoder.config.to_dict(),
         "plan": decoder.plan.to_list(),
     }
+    adapters = adapter_specs(decoder)
+    if adapters:
+        meta["adapters"] = adapters
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return folder
 
@@ -196,6 +210,11 @@ def load(folder: str | Path, device: str | torch.device = "cpu") -> Decoder:
         raise ConfigError(f"{folder / CONFIG_FILE} is not a {FORMAT} v{FORMAT_VERSION} file")
     config = DecoderConfig.from_dict(meta["config"])
     state = load_file(str(folder / WEIGHTS_FILE), device=str(device))
-    decoder = empty_decoder(config, ExecutionPlan.from_list(meta["plan"]), state["embed.weight"].dtype, device)
+    dtype = state["embed.weight"].dtype
+    decoder = empty_decoder(config, ExecutionPlan.from_list(meta["plan"]), dtype, device)
+    for path, by_depth in meta.get("adapters", {}).items():
+        owner = decoder.get_submodule(path)
+        for depth, spec in by_depth.items():
+            owner.adapters[depth] = build_adapter(spec).to(device=device, dtype=dtype)
     decoder.load_state_dict(state, strict=True)
     return decoder.eval()

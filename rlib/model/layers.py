@@ -1,6 +1,7 @@
 """The decoder's building blocks, written here (not wrapped from transformers):
 
-    RMSNorm            x / rms(x) * w (Llama) or * (1 + w) (Gemma), computed in fp32 like transformers
+    RMSNorm            x / rms(x) * w (Llama) or * (1 + w) (Gemma), computed in fp32 like transformers; optional
+                       per-depth weight deltas (relaxed tied norms)
     RotaryTable        rotary position embeddings, one inverse-frequency table per distinct theta
     attention_mask     causal + sliding-window + padding mask from query and key *positions*
     Projection         nn.Linear with an optional per-depth adapter slot (the seam for depth-wise LoRA)
@@ -34,13 +35,17 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.plus_one = plus_one
         self.weight = nn.Parameter(torch.zeros(dim) if plus_one else torch.ones(dim))
+        self.adapters = nn.ModuleDict()  # depth -> NormDelta (relaxation of tied norms, rlib.relax)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, depth: int | None = None) -> torch.Tensor:
+        weight = self.weight
+        if len(self.adapters) and depth is not None and str(depth) in self.adapters:
+            weight = weight + self.adapters[str(depth)].delta
         x32 = x.float()
         normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.plus_one:  # Gemma: the scale is applied in fp32, then cast back
-            return (normed * (1.0 + self.weight.float())).type_as(x)
-        return self.weight * normed.type_as(x)  # Llama: cast back first, then scale
+            return (normed * (1.0 + weight.float())).type_as(x)
+        return weight * normed.type_as(x)  # Llama: cast back first, then scale
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}, plus_one={self.plus_one}"
@@ -174,7 +179,7 @@ class Attention(nn.Module):
         """x [B, T, D_model] -> rotated queries [B, H, T, D]."""
         q = self._heads(self.q_proj(x, ctx.depth), self.n_heads)
         if self.q_norm is not None:
-            q = self.q_norm(q)
+            q = self.q_norm(q, ctx.depth)
         return apply_rotary(q, *self.rope_at(ctx))
 
     def keys_values(self, x: torch.Tensor, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,7 +187,7 @@ class Attention(nn.Module):
         k = self._heads(self.k_proj(x, ctx.depth), self.n_kv_heads)
         v = self._heads(self.v_proj(x, ctx.depth), self.n_kv_heads)
         if self.k_norm is not None:
-            k = self.k_norm(k)
+            k = self.k_norm(k, ctx.depth)
         return apply_rotary(k, *self.rope_at(ctx)), v
 
     def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
@@ -280,11 +285,11 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         """x [B, T, D_model] -> [B, T, D_model]."""
-        update = self.attn(self.attn_norm(x), ctx)
+        update = self.attn(self.attn_norm(x, ctx.depth), ctx)
         if self.attn_out_norm is not None:
-            update = self.attn_out_norm(update)
+            update = self.attn_out_norm(update, ctx.depth)
         x = x + update
-        update = self.mlp(self.mlp_norm(x), ctx.depth)
+        update = self.mlp(self.mlp_norm(x, ctx.depth), ctx.depth)
         if self.mlp_out_norm is not None:
-            update = self.mlp_out_norm(update)
+            update = self.mlp_out_norm(update, ctx.depth)
         return x + update
