@@ -151,3 +151,16 @@ print(json.dumps({"found": importlib.util.find_spec("kernels") is not None, "hub
     assert runs["with"]["hub"] is False and runs["without"]["hub"] is False
     assert runs["with"]["attn"] == runs["without"]["attn"]
     assert runs["with"]["logits"] == runs["without"]["logits"]
+
+
+def test_benchmark_runs_and_reports_ratios(tmp_path, capsys):
+    from kernels.lora_batch import bench
+
+    bench.main(["--ranks", "4", "--tokens", "8", "--shapes", "k/v 2048->256", "--repeats", "1",
+                "--out", str(tmp_path / "b.csv")])
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "b.csv")
+    assert {"base", "loop", "gather", "concat"} <= set(table["impl"])
+    assert (table.loc[table["impl"] == "base", "overhead"] == 1.0).all()
+    assert "speedup_vs_loop" in capsys.readouterr().out

@@ -1,0 +1,90 @@
+"""rlib.early_exit: exit coefficients (Sec. 3.7), the ExitModel/ExitLoss plumbing, static exits, and training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rlib import early_exit, looping
+from rlib.config import ConfigError
+from rlib.early_exit import ExitLoss, ExitModel
+from rlib.looping import Looping
+from rlib.train import TrainConfig, train
+from tests.test_looping import ids, tiny_model
+
+
+def looped(n_loops=3):
+    return looping.convert(tiny_model(6), Looping(n_loops))
+
+
+def test_coefficients_follow_the_paper():
+    assert early_exit.exit_coefficients("weighted", 2) == pytest.approx((1 / 3, 2 / 3))
+    assert early_exit.exit_coefficients("weighted", 3) == pytest.approx((1 / 6, 2 / 6, 3 / 6))
+    assert early_exit.exit_coefficients("aggressive", 3, 0.1) == (0.1, 0.1, 1.0)
+    assert early_exit.exit_coefficients("final", 2) == (0.0, 1.0)
+    with pytest.raises(ConfigError, match="exit schedule 'greedy' unknown"):
+        early_exit.exit_coefficients("greedy", 2)
+    with pytest.raises(ConfigError, match="coefficient 2"):
+        early_exit.exit_coefficients("aggressive", 2, 2)
+
+
+def test_loop_exits_and_bad_exits():
+    model = looped(3)  # 6 steps over 2 blocks
+    assert early_exit.loop_exits(model) == (1, 3, 5)
+    with pytest.raises(ConfigError, match="must be increasing plan depths ending at the last step"):
+        ExitModel(model, (1, 3))
+
+
+def test_exit_model_returns_the_decoders_logits_and_each_exit_is_a_static_exit():
+    model = looped(3)
+    wrapped = ExitModel(model, early_exit.loop_exits(model))
+    tokens = ids()
+    with torch.no_grad():
+        final = wrapped(tokens)
+        torch.testing.assert_close(final, model(tokens), atol=0, rtol=0)
+        for depth, logits in zip(wrapped.exits, wrapped.exit_logits):
+            torch.testing.assert_close(logits, model(tokens, n_steps=depth + 1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("schedule,kd", [("weighted", False), ("aggressive", True)])
+def test_total_loss_is_the_papers_formula(schedule, kd):
+    model = looped(2)
+    wrapped = ExitModel(model, early_exit.loop_exits(model))
+    tokens = ids()
+    final = wrapped(tokens)
+    ce = lambda lg: F.cross_entropy(lg[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())  # noqa: E731
+    hook = ExitLoss(wrapped, schedule, coef=0.1, kd=kd)
+    total = ce(final) + sum(hook.loss(0, tokens, final, wrapped).values())
+    first, last = wrapped.exit_logits
+    if schedule == "weighted":
+        expect = ce(first) / 3 + 2 * ce(last) / 3
+    else:
+        kl = F.kl_div(F.log_softmax(first, -1).flatten(0, 1), F.log_softmax(last.detach(), -1).flatten(0, 1),
+                      log_target=True, reduction="batchmean")
+        expect = ce(last) + 0.1 * (ce(first) + kl)
+    torch.testing.assert_close(total, expect, atol=1e-5, rtol=1e-5)
+
+
+def test_static_exit_losses_last_exit_is_the_models_nll():
+    model = looped(2)
+    windows = ids(4, 11, seed=3)
+    losses = early_exit.static_exit_losses(model, windows, early_exit.loop_exits(model), batch_size=3)
+    with torch.no_grad():
+        logits = model(windows)
+    nll = F.cross_entropy(logits[:, :-1].flatten(0, 1), windows[:, 1:].flatten()).item()
+    assert losses[5] == pytest.approx(nll, rel=1e-5)
+    assert set(losses) == {2, 5}
+
+
+def test_exit_training_lowers_the_first_loop_loss_more_than_plain_training(tmp_path):
+    windows = ids(8, 12, seed=5)  # a tiny fixed set, memorized within a few dozen steps
+    cfg = TrainConfig(lr=3e-3, schedule="constant", max_steps=25, batch_size=4, micro_batch_size=4,
+                      eval_every=0, checkpoint_final=False, seed=0)
+    first_loop = {}
+    for schedule in ("final", "aggressive"):
+        model = looped(2)
+        wrapped = ExitModel(model, early_exit.loop_exits(model))
+        train(wrapped, windows, cfg, tmp_path / schedule, hooks=[ExitLoss(wrapped, schedule, coef=0.3)])
+        first_loop[schedule] = early_exit.static_exit_losses(model, windows, wrapped.exits)[2]
+    assert first_loop["aggressive"] < first_loop["final"] - 0.05, first_loop
