@@ -30,7 +30,8 @@ from torch import nn
 from rlib.config import ConfigError
 from rlib.model import Decoder
 
-__all__ = ["EXIT_SCHEDULES", "ExitLoss", "ExitModel", "exit_coefficients", "loop_exits", "static_exit_losses"]
+__all__ = ["EXIT_SCHEDULES", "ExitLoss", "ExitModel", "confidence_exit_loops", "exit_coefficients", "exit_predictions",
+           "loop_exits", "oracle_exit_loops", "static_exit_losses"]
 
 EXIT_SCHEDULES = ("weighted", "aggressive", "final")
 
@@ -115,6 +116,36 @@ class ExitLoss:
         if final_extra:
             terms["ce_final_reweight"] = final_extra * _ce(exits[-1], batch)
         return terms
+
+
+@torch.no_grad()
+def exit_predictions(model: Decoder, windows: torch.Tensor, exits: tuple[int, ...], batch_size: int = 8,
+                     dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced argmax and top-1 probability of every exit at every position: two [E, N, T] tensors."""
+    device = next(model.parameters()).device
+    tops, probs = [], []
+    for start in range(0, len(windows), batch_size):
+        batch = windows[start:start + batch_size].to(device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            out = model(batch, return_hidden=True, n_steps=exits[-1] + 1)
+            p = torch.stack([torch.softmax(model.head(out.hidden_states[d]).float(), -1) for d in exits])
+        best = p.max(-1)  # [E, b, T]
+        tops.append(best.indices.cpu())
+        probs.append(best.values.cpu())
+    return torch.cat(tops, 1), torch.cat(probs, 1)
+
+
+def oracle_exit_loops(top: torch.Tensor) -> torch.Tensor:
+    """The paper's oracle (App. K): the first exit whose argmax equals the last exit's; [E, N, T] -> [N, T] in 1..E."""
+    agrees = top == top[-1:]  # [E, N, T]; the last exit always agrees
+    return agrees.int().argmax(0) + 1
+
+
+def confidence_exit_loops(prob: torch.Tensor, threshold: float) -> torch.Tensor:
+    """The first exit whose top-1 probability reaches `threshold` (else the last); [E, N, T] -> [N, T] in 1..E."""
+    confident = prob >= threshold
+    confident[-1] = True
+    return confident.int().argmax(0) + 1
 
 
 @torch.no_grad()

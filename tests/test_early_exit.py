@@ -88,3 +88,16 @@ def test_exit_training_lowers_the_first_loop_loss_more_than_plain_training(tmp_p
         train(wrapped, windows, cfg, tmp_path / schedule, hooks=[ExitLoss(wrapped, schedule, coef=0.3)])
         first_loop[schedule] = early_exit.static_exit_losses(model, windows, wrapped.exits)[2]
     assert first_loop["aggressive"] < first_loop["final"] - 0.05, first_loop
+
+
+def test_oracle_and_confidence_exit_loops():
+    top = torch.tensor([[[5, 1, 2]], [[5, 3, 2]], [[5, 3, 4]]])  # [E=3, N=1, T=3]
+    assert early_exit.oracle_exit_loops(top).tolist() == [[1, 2, 3]]
+    prob = torch.tensor([[[0.95, 0.2, 0.1]], [[0.5, 0.9, 0.2]], [[0.1, 0.1, 0.3]]])
+    assert early_exit.confidence_exit_loops(prob, 0.9).tolist() == [[1, 2, 3]]
+    model = looped(3)
+    top, prob = early_exit.exit_predictions(model, ids(3, 9), early_exit.loop_exits(model), batch_size=2)
+    assert top.shape == prob.shape == (3, 3, 9)
+    with torch.no_grad():
+        final = model(ids(3, 9)).argmax(-1)
+    assert torch.equal(top[-1], final)

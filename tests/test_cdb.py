@@ -1,0 +1,129 @@
+"""rlib.cdb: the continuous depth-wise batching engine equals sequential greedy decoding when nothing exits early,
+for plain, looped and relaxed (per-depth LoRA + norm deltas) models, Llama- and Gemma-3-like."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rlib import looping, relax
+from rlib.cdb import DepthBatchEngine, Request
+from rlib.config import ConfigError
+from rlib.looping import Looping
+from rlib.model import Decoder, ExecutionPlan
+from rlib.relax import Relaxation
+from tests.test_looping import VOCAB, tiny_model
+
+
+def requests(n=7, seed=0, max_new=(3, 9)):
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = int(torch.randint(1, 9, (1,), generator=gen))
+        new = int(torch.randint(max_new[0], max_new[1] + 1, (1,), generator=gen))
+        out.append(Request(i, torch.randint(3, VOCAB, (length,), generator=gen).tolist(), new))
+    return out
+
+
+def greedy(model: Decoder, req: Request) -> list[int]:
+    prompt = torch.tensor([req.prompt])
+    out = model.generate(prompt, req.max_new_tokens, eos_ids=())
+    return out[0, len(req.prompt):].tolist()
+
+
+def models():
+    for gemma in (False, True):
+        source = tiny_model(6, gemma=gemma)
+        looped = looping.convert(source, Looping(3, init="average"))
+        name = "gemma3" if gemma else "llama"
+        yield f"{name}-plain", source
+        yield f"{name}-looped", looped
+        yield f"{name}-relaxed", relax.relax(looped, source, Relaxation(3, norms=True))
+
+
+MODELS = dict(models())
+
+
+@pytest.mark.parametrize("admission", ["continuous", "static"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_engine_without_early_exit_equals_sequential_greedy_decoding(name, admission):
+    model = MODELS[name]
+    reqs = requests()
+    result = DepthBatchEngine(model, max_batch=3, max_len=24, admission=admission).run(reqs)
+    for req in reqs:
+        assert result.completions[req.id].tokens == greedy(model, req), (name, req.id)
+    n_loops = len(model.plan.steps) // len(model.blocks)
+    assert result.mean_exit_loop == n_loops
+    assert result.tokens == sum(r.max_new_tokens for r in reqs)
+    assert result.mean_busy <= 3
+
+
+def test_continuous_admission_keeps_slots_busier_than_static():
+    model = MODELS["llama-looped"]
+    reqs = requests(12, seed=1, max_new=(1, 12))
+    cont = DepthBatchEngine(model, 4, 32, admission="continuous").run(reqs)
+    static = DepthBatchEngine(model, 4, 32, admission="static").run(reqs)
+    assert cont.mean_busy > static.mean_busy
+    assert cont.passes < static.passes
+
+
+def test_everything_exiting_after_loop_one_decodes_like_the_first_loop_alone():
+    """Threshold ~0: every decode token leaves after loop 1, so it only ever reads loop-1 keys/values, which the
+    full prefill wrote exactly as a first-loop-only model would: the outputs must match that model's greedy run."""
+    model = MODELS["gemma3-relaxed"]
+    first_loop = copy.copy(model)
+    first_loop.plan = ExecutionPlan(model.plan.steps[: len(model.blocks)])
+    reqs = requests(5, seed=2)
+    result = DepthBatchEngine(model, 2, 24, exit_threshold=1e-9).run(reqs)
+    for req in reqs:
+        comp = result.completions[req.id]
+        assert comp.exit_loops[0] == 3 and set(comp.exit_loops[1:]) <= {1}
+        follow = Request(req.id, req.prompt + comp.tokens[:1], req.max_new_tokens - 1)
+        if follow.max_new_tokens:
+            assert comp.tokens[1:] == greedy(first_loop, follow)
+    assert result.exit_histogram()[1] == result.tokens - len(reqs)
+
+
+def test_confidence_threshold_trades_depth_for_passes():
+    model = MODELS["llama-relaxed"]
+    reqs = requests(6, seed=3, max_new=(8, 12))
+    full = DepthBatchEngine(model, 3, 32).run(reqs)
+    probs = []
+    for threshold in (0.99, 0.2, 0.05):
+        res = DepthBatchEngine(model, 3, 32, exit_threshold=threshold).run(reqs)
+        probs.append((res.mean_exit_loop, res.passes))
+    assert full.mean_exit_loop == 3
+    assert probs[0][0] >= probs[1][0] >= probs[2][0]
+    assert probs[2][1] < full.passes
+
+
+def test_bad_settings_fail_before_any_work():
+    model = MODELS["llama-looped"]
+    with pytest.raises(ConfigError, match="admission='fifo'"):
+        DepthBatchEngine(model, 2, 16, admission="fifo")
+    with pytest.raises(ConfigError, match="exit_threshold=1.5"):
+        DepthBatchEngine(model, 2, 16, exit_threshold=1.5)
+    with pytest.raises(ConfigError, match="exceeds max_len=16; raise max_len"):
+        DepthBatchEngine(model, 2, 16).run([Request(0, [5] * 10, 7)])
+    seq = looping.convert(tiny_model(6), Looping(2, sharing="sequence"))
+    with pytest.raises(ConfigError, match="needs a cycle plan"):
+        DepthBatchEngine(seq, 2, 16)
+
+
+@pytest.mark.parametrize("impl", ["triton", "reference"])
+def test_relaxed_rows_through_the_lora_batch_kernel_give_the_same_tokens(impl):
+    """Row-wise LoRA through kernels.lora_batch (the Triton kernel runs in the interpreter on CPU)."""
+    model = MODELS["llama-relaxed"]
+    reqs = requests(3, seed=4, max_new=(2, 4))
+    result = DepthBatchEngine(model, 2, 16, lora_impl=impl).run(reqs)
+    for req in reqs:
+        assert result.completions[req.id].tokens == greedy(model, req)
+
+
+def test_pass_timing_is_positive_and_checks_its_arguments():
+    engine = DepthBatchEngine(MODELS["llama-looped"], 4, 16)
+    assert engine.pass_seconds(2, 5, repeats=2) > 0
+    with pytest.raises(ConfigError, match="batch=5 must be in 1..4"):
+        engine.pass_seconds(5, 0)
