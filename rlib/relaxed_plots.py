@@ -1,0 +1,102 @@
+"""Chapter 02's figures (Relaxed Recursive Transformers, Fig. 6, 7, G.1-G.3, Table 3, Fig. 8), in the book style.
+
+    plot_step0          held-out perplexity against LoRA rank before any training, per init, with the source line
+    plot_relaxation     held-out perplexity after uptraining against non-embedding parameters, per init and LoRA init
+    plot_exits          static-exit NLL of each loop after each early-exit schedule
+    plot_throughput     measured (engine) and simulated (paper's model) tokens per second
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from rlib.plotting import PALETTE, grouped_bars, new_figure
+
+__all__ = ["plot_exits", "plot_relaxation", "plot_step0", "plot_throughput"]
+
+
+def _log_y(ax) -> None:
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def plot_step0(table: pd.DataFrame, title: str) -> Figure:
+    """`rlib.relaxed.step0_table`: one line per init over ranks (tied norms); stars = full rank with norm deltas."""
+    fig, ax = new_figure(6.4, 3.8)
+    inits = [i for i in table["init"].unique() if i != "source"]
+    colours = dict(zip(inits, sns.color_palette(PALETTE, len(inits))))
+    for init in inits:
+        rows = table[(table["init"] == init) & (table["norms"] != True)].sort_values("rank")  # noqa: E712
+        ax.plot(rows["rank"].clip(lower=0.5), rows["ppl"], marker="o", color=colours[init], label=init)
+        exact = table[(table["init"] == init) & (table["norms"] == True)]  # noqa: E712
+        ax.plot(exact["rank"], exact["ppl"], marker="*", markersize=11, linestyle="none", color=colours[init])
+    source = float(table.loc[table["init"] == "source", "ppl"].iloc[0])
+    ax.axhline(source, color="0.3", linestyle="--", linewidth=1, label="source model")
+    ax.set_xscale("symlog", linthresh=1)
+    _log_y(ax)
+    ax.set_xlabel("LoRA rank per map (0 = recursive; ★ = full rank + per-depth norm deltas)")
+    ax.set_ylabel("held-out perplexity at step 0 (log)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
+    """`rlib.relaxed.relax_table`: `metric` against non-embedding parameters; solid = SVD init, hollow = zero init."""
+    fig, ax = new_figure(6.4, 3.8)
+    inits = list(table["init"].unique())
+    colours = dict(zip(inits, sns.color_palette(PALETTE, len(inits))))
+    for init in inits:
+        svd = table[(table["init"] == init) & ((table["lora_init"] == "svd") | (table["rank"] == 0))]
+        svd = svd.sort_values("non_embedding_params")
+        ax.plot(svd["non_embedding_params"] / 1e6, svd[metric], marker="o", color=colours[init], label=f"{init}, SVD")
+        for rank, x, y in zip(svd["rank"], svd["non_embedding_params"] / 1e6, svd[metric]):
+            ax.annotate(f"r={rank}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        zero = table[(table["init"] == init) & (table["lora_init"] == "zero") & (table["rank"] > 0)]
+        ax.plot(zero["non_embedding_params"] / 1e6, zero[metric], marker="o", markerfacecolor="white",
+                linestyle="none", color=colours[init], label=f"{init}, zero init" if len(zero) else None)
+    _log_y(ax)
+    ax.set_xlabel("non-embedding parameters incl. LoRA (millions)")
+    ax.set_ylabel("held-out perplexity (log)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:
+    """`rlib.relaxed.exit_table`: NLL of each loop's exit, grouped by model and schedule."""
+    long = table.melt(id_vars=["model", "phase", "exit"], value_vars=[f"nll loop {j}" for j in range(1, n_loops + 1)],
+                      var_name="exit at", value_name="nll")
+    long["run"] = long["model"] + " · " + long["phase"] + " " + long["exit"]
+    fig = grouped_bars(long, "run", "nll", "exit at", log=False, fmt="{:.2f}", title=title, xlabel="",
+                       ylabel="held-out NLL (nats / token)")
+    ax = fig.axes[0]
+    ax.tick_params(axis="x", rotation=35)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
+    fig.set_size_inches(8, 4.2)
+    return fig
+
+
+def plot_throughput(measured: pd.DataFrame, simulated: pd.DataFrame, title: str) -> Figure:
+    """Tokens/s per model and scheduler: the engine's measurement and the simulation side by side."""
+    rows = []
+    for r in measured.itertuples():
+        exit_label = "no exit" if pd.isna(r.exit_threshold) else f"exit ≥ {r.exit_threshold:g}"
+        rows.append({"setting": f"{r.model} · {r.scheduler} · {exit_label}", "source": "measured (engine)",
+                     "tokens_per_s": r.tokens_per_s})
+    for r in simulated.itertuples():
+        exit_label = "no exit" if r.exits == "none" else r.exits
+        rows.append({"setting": f"{r.model} · {r.scheduler} · {exit_label}", "source": "simulated (paper's model)",
+                     "tokens_per_s": r.tokens_per_s})
+    fig = grouped_bars(pd.DataFrame(rows), "setting", "tokens_per_s", "source", log=False, fmt="{:.0f}", title=title,
+                       xlabel="", ylabel="tokens / s")
+    ax = fig.axes[0]
+    ax.tick_params(axis="x", rotation=35)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
+    fig.set_size_inches(9, 4.4)
+    return fig
