@@ -27,7 +27,7 @@
 # * Fig. 8 / Table K.2: throughput of vanilla static batching, continuous sequence-wise batching and continuous
 #   depth-wise batching with and without early exit, measured by a real engine and simulated as in the paper.
 #
-# Not yet here: the prefix-tuning relaxation of Table H.1.
+# * Table H.1: prefix relaxation (per-depth prompt vectors) next to LoRA.
 
 # %% tags=["parameters"]
 profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.relaxed.RelaxedConfig)
@@ -87,6 +87,10 @@ run.figure(plots.plot_relaxation(table, f"after ppl[{cfg.train_corpus}]",
                                  f"Relaxation after uptraining (B={cfg.n_loops})"), "relaxation");
 
 # %% [markdown]
+# The prefix rows (`prefix` > 0) are Appendix H's alternative: each depth gets P trainable prompt vectors
+# whose shared K/V projections every query also attends to, behind a per-head gate that starts at zero. The
+# paper found them far below LoRA at equal size.
+#
 # ## Distillation and longer uptraining (Table I.1)
 #
 # The main relaxed model with forward KL to chapter 1's uptrained full model, and with more uptraining steps.

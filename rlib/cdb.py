@@ -119,6 +119,8 @@ class DepthBatchEngine:
         if n_steps % self.n_blocks:
             raise ConfigError(f"{n_steps} plan steps are not a whole number of loops over {self.n_blocks} blocks")
         self.n_loops = n_steps // self.n_blocks
+        if any(len(block.attn.adapters) for block in model.blocks):
+            raise ConfigError("the engine does not run prefix-relaxed models (App. H); use LoRA relaxation")
         self.max_batch, self.max_len = max_batch, max_len
         self.exit_threshold = exit_threshold
         self.admission = admission

@@ -14,6 +14,11 @@ model is not the source; `norms=True` adds a per-depth additive delta to every n
 d parameters per norm and depth) and makes the full-rank relaxed model reproduce the source's logits.
 
     relaxed = relax(looped, source, Relaxation(rank=64, init="svd"))
+
+Prefix relaxation (App. H, Table H.1) is the alternative: `prefix_relax(looped, length)` gives each depth P
+trainable hidden-space prompt vectors whose shared K/V projections all queries also attend to, gated per head
+(gate 0 at init, so the model starts as the recursive one; PEFT's adaption-prompt form, which the parameter
+counts of Table H.1 match: L x P x d_model).
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ from torch import nn
 from rlib.config import ConfigError
 from rlib.model import Decoder
 from rlib.model.layers import Projection, RMSNorm
-from rlib.model.lora import LoRA, NormDelta
+from rlib.model.lora import LoRA, NormDelta, PrefixAdapter
 
-__all__ = ["PROJECTIONS", "RANK_GROUPS", "RELAX_INITS", "Relaxation", "full_rank", "lora_parameters", "relax",
-           "strip_adapters"]
+__all__ = ["PROJECTIONS", "RANK_GROUPS", "RELAX_INITS", "Relaxation", "full_rank", "lora_parameters", "prefix_relax",
+           "relax", "strip_adapters"]
 
 PROJECTIONS = ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
                "mlp.down_proj")
@@ -107,6 +112,30 @@ def relax(looped: Decoder, source: Decoder, relaxation: Relaxation) -> Decoder:
                 with torch.no_grad():
                     delta.delta.copy_(original.get_submodule(path).weight.float() - norm.weight.float())
                 norm.adapters[str(depth)] = delta.to(device=norm.weight.device, dtype=norm.weight.dtype)
+    return model
+
+
+def prefix_relax(looped: Decoder, length: int, seed: int = 0) -> Decoder:
+    """A copy of `looped` with a gated prefix of `length` prompt vectors at every depth (App. H).
+
+    The prompts start as random rows of the token embedding matrix (scaled like embedded tokens), so their
+    projections look like ordinary keys/values; the zero gates keep the model's outputs unchanged at step 0.
+    """
+    if length < 1:
+        raise ConfigError(f"prefix length {length} must be >= 1")
+    for name, _ in looped.named_parameters():
+        if ".adapters." in name:
+            raise ConfigError(f"the looped model is already relaxed ({name}); relax the plain recursive model")
+    model = copy.deepcopy(looped)
+    generator = torch.Generator().manual_seed(seed)
+    vocab = model.embed.weight.shape[0]
+    for depth, step in enumerate(model.plan.steps):
+        attn = model.blocks[step.block].attn
+        prefix = PrefixAdapter(length, model.config.d_model, attn.n_heads)
+        rows = torch.randint(0, vocab, (length,), generator=generator)
+        with torch.no_grad():
+            prefix.prompt.copy_(model.embed_tokens(rows[None].to(model.embed.weight.device))[0].float())
+        attn.adapters[str(depth)] = prefix.to(device=model.embed.weight.device, dtype=model.embed.weight.dtype)
     return model
 
 

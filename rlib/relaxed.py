@@ -69,6 +69,7 @@ class RelaxedConfig(Preset):
     ranks: tuple[int, ...]  # LoRA ranks uptrained with SVD init for every init
     extra_ranks: tuple[int, ...]  # further ranks for the Average init only (the rank sweep, Fig. 7)
     zero_inits: tuple[str, ...]  # inits also uptrained with standard ("zero") LoRA init at the largest of `ranks`
+    prefix_lengths: tuple[int, ...]  # prefix relaxation (App. H) of the Average init, per prompt length
     exit_schedules: tuple[str, ...]  # post-training schedules (EXITS) on the main recursive and relaxed models
     exit_coef: float  # the aggressive coefficient c (the paper: 0.1)
     co_training: bool  # also run aggressive exits during uptraining (the paper found it worse for the final loop)
@@ -88,7 +89,8 @@ class RelaxedConfig(Preset):
             model="smollm2-135m", train_corpus="shakespeare", eval_corpora=("shakespeare",), n_loops=2, seq_len=64,
             batch_size=2, micro_batch_size=2, steps=2, post_steps=2, lr=1e-3, warmup_steps=1, eval_every=2,
             val_windows=2, n_eval_windows=2, step0_ranks=(0, 8), inits=("stepwise", "average"), ranks=(8,),
-            extra_ranks=(), zero_inits=("average",), exit_schedules=("none", "aggressive_kd"), exit_coef=0.1,
+            extra_ranks=(), zero_inits=("average",), prefix_lengths=(4,), exit_schedules=("none", "aggressive_kd"),
+            exit_coef=0.1,
             co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", throughput_requests=3,
             prompt_len=8, new_tokens=4, max_batch=2, exit_thresholds=(0.5,)),
         # ~45 min on 2 cores: 15 uptraining runs of 48 steps x 4 x 128 tokens, 6 post-training runs of 24 steps
@@ -97,7 +99,8 @@ class RelaxedConfig(Preset):
             n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=24, lr=1e-3,
             warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=32, step0_ranks=(0, 4, 16, 64, 192),
             inits=("stepwise", "average", "lower"), ranks=(16, 64), extra_ranks=(256,),
-            zero_inits=("average", "lower"), exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
+            zero_inits=("average", "lower"), prefix_lengths=(64,),
+            exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
             throughput_requests=24, prompt_len=32, new_tokens=32, max_batch=8, exit_thresholds=(0.9, 0.6)),
         "gpu": dict(
@@ -105,7 +108,8 @@ class RelaxedConfig(Preset):
             n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
             warmup_steps=100, eval_every=100, val_windows=64, n_eval_windows=256, step0_ranks=(0, 8, 32, 128, 256),
             inits=("stepwise", "average", "lower"), ranks=(32, 128), extra_ranks=(256, 512),
-            zero_inits=("average", "lower"), exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
+            zero_inits=("average", "lower"), prefix_lengths=(64, 256),
+            exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
             throughput_requests=256, prompt_len=128, new_tokens=256, max_batch=64, exit_thresholds=(0.9, 0.7, 0.5)),
         "paper": dict(
@@ -115,6 +119,7 @@ class RelaxedConfig(Preset):
             val_windows=256, n_eval_windows=1024, step0_ranks=(0, 64, 128, 256, 512), inits=("stepwise", "average",
                                                                                               "lower"),
             ranks=(64, 512), extra_ranks=(128, 256), zero_inits=("average", "lower"),
+            prefix_lengths=(256, 512, 1024, 2048),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"), exit_coef=0.1, co_training=True,
             kd_alpha=1.0, long_factor=4, precision="bf16", throughput_requests=20000, prompt_len=512,
             new_tokens=2048, max_batch=43, exit_thresholds=(0.9,)),
@@ -156,8 +161,11 @@ class RelaxedVariant:
     kd: bool = False
     steps_factor: int = 1
     seed: int = 0
+    prefix: int = 0  # prefix relaxation length (App. H) instead of LoRA; needs rank 0
 
     def __post_init__(self) -> None:
+        if self.prefix and self.rank:
+            raise ConfigError(f"prefix={self.prefix} and rank={self.rank}: a run relaxes with LoRA or a prefix")
         if self.phase not in PHASES:
             raise ConfigError(f"phase {self.phase!r} unknown; choose from {PHASES}")
         if self.exit not in EXITS:
@@ -167,7 +175,8 @@ class RelaxedVariant:
 
     @property
     def name(self) -> str:
-        base = f"{self.init}-r{self.rank}" + (f"-{self.lora_init}" if self.rank else "")
+        base = f"{self.init}-p{self.prefix}" if self.prefix else \
+            f"{self.init}-r{self.rank}" + (f"-{self.lora_init}" if self.rank else "")
         if self.kd:
             base += "-kd"
         if self.steps_factor != 1:
@@ -193,6 +202,7 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.ranks]
     runs += [RelaxedVariant("average", r) for r in cfg.extra_ranks]
     runs += [RelaxedVariant(init, max(cfg.ranks), "zero") for init in cfg.zero_inits]
+    runs += [RelaxedVariant("average", prefix=p) for p in cfg.prefix_lengths]
     if cfg.kd_alpha > 0:
         runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True))
     if cfg.long_factor > 1:
@@ -210,6 +220,8 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
 
 def build(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder) -> Decoder:
     looped = looping.convert(source, Looping(cfg.n_loops, init=variant.init))
+    if variant.prefix:
+        return relax.prefix_relax(looped, variant.prefix, seed=variant.seed)
     if variant.rank == 0:
         return looped
     return relax.relax(looped, source, Relaxation(variant.rank, init=variant.lora_init))
@@ -333,9 +345,9 @@ def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFra
     """Fig. 6 / 7 / G.1-G.3 and Table G.2: every uptrained model without exits, before and after uptraining."""
     df = flat(results)
     sel = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1)]
-    cols = ["init", "rank", "lora_init", "non_embedding_params", f"before ppl[{cfg.train_corpus}]",
+    cols = ["init", "rank", "lora_init", "prefix", "non_embedding_params", f"before ppl[{cfg.train_corpus}]",
             *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
-    return sel[cols].sort_values(["init", "lora_init", "rank"]).reset_index(drop=True)
+    return sel[cols].sort_values(["init", "prefix", "lora_init", "rank"]).reset_index(drop=True)
 
 
 def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
@@ -344,7 +356,7 @@ def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFram
     mains = {m.name.rsplit("-s", 1)[0]: m for m in main_variants(cfg)}
     rows = []
     for r in df.itertuples():
-        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed)
+        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed, r.prefix)
         base = dataclasses.replace(v, exit="none", phase="uptrain")
         if base.name.rsplit("-s", 1)[0] not in mains or v.kd or v.steps_factor != 1:
             continue
@@ -359,7 +371,7 @@ def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataF
     df = flat(results)
     main = main_variants(cfg)[1]
     sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == "svd")
-             & (df["phase"] == "uptrain")]
+             & (df["phase"] == "uptrain") & (df["prefix"] == 0)]
     cols = ["kd", "steps_factor", *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
     return sel[cols].reset_index(drop=True)
 
@@ -468,7 +480,7 @@ def claims_table(results: list[dict[str, Any]], step0: pd.DataFrame, measured: p
         "stays above it)")
 
     df = flat(results)
-    home = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1)]
+    home = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1) & (df["prefix"] == 0)]
     col = f"after nll[{cfg.train_corpus}]"
     nll = {(r.init, r.rank, r.lora_init): df.loc[r.Index, col] for r in home.itertuples()}
     top = max(cfg.ranks)

@@ -109,3 +109,32 @@ def test_relaxed_model_trains_lora_and_shared_weights():
     lora = relaxed.blocks[0].attn.o_proj.adapters["2"]
     assert lora.lora_b.grad is not None and lora.lora_b.grad.abs().sum() > 0  # B = 0 still gets a gradient
     assert relaxed.blocks[0].attn.o_proj.weight.grad.abs().sum() > 0  # all parameters train (Sec. 2.3)
+
+
+def test_prefix_relaxation_starts_as_the_recursive_model_trains_and_round_trips(tmp_path):
+    source = tiny_model(6, gemma=True)
+    looped = looping.convert(source, Looping(2, init="average"))
+    prefixed = relax.prefix_relax(looped, 5)
+    tokens = ids()
+    torch.testing.assert_close(logits(prefixed, tokens), logits(looped, tokens), atol=0, rtol=0)  # gates at 0
+    counts = counting.count_parameters(prefixed)
+    per_depth = 5 * 32 + 4  # P x d_model prompt + one gate per head
+    assert counts["unique"] == counting.count_parameters(looped)["unique"] + 6 * per_depth
+    with torch.no_grad():
+        for block in prefixed.blocks:
+            for prefix in block.attn.adapters.values():
+                prefix.gate.fill_(0.5)
+    changed = logits(prefixed, tokens)
+    assert (changed - logits(looped, tokens)).abs().max() > 1e-3
+    reloaded = load(save(prefixed, tmp_path / "prefixed"))
+    torch.testing.assert_close(logits(reloaded, tokens), changed, atol=0, rtol=0)
+    # decoding with the KV cache sees the prefix at every step
+    full = prefixed(tokens)
+    cache = prefixed.new_cache()
+    with torch.no_grad():
+        prefixed(tokens[:, :7], cache=cache)
+        step = prefixed(tokens[:, 7:8], cache=cache)
+    torch.testing.assert_close(step[:, 0], full[:, 7].detach(), atol=1e-5, rtol=1e-4)
+    loss = prefixed(tokens).logsumexp(-1).mean()
+    loss.backward()
+    assert prefixed.blocks[0].attn.adapters["0"].prompt.grad.abs().sum() > 0

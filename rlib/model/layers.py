@@ -163,6 +163,7 @@ class Attention(nn.Module):
         plus_one = config.norm_kind == "rms_plus_one"
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps, plus_one) if config.qk_norm else None
         self.k_norm = RMSNorm(config.head_dim, config.norm_eps, plus_one) if config.qk_norm else None
+        self.adapters = nn.ModuleDict()  # depth -> PrefixAdapter (prefix relaxation, rlib.relax.prefix_relax)
 
     def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         batch, tokens, _ = x.shape
@@ -202,7 +203,24 @@ class Attention(nn.Module):
             if ctx.cache is not None:
                 k, v, key_positions = ctx.cache.append(ctx.slot, k, v, ctx.positions)  # [B, H_kv, T_k, D]
         out = self.attend(q, k, v, ctx, key_positions, keys_are_queries)  # [B, T, H * D]
+        if len(self.adapters) and str(ctx.depth) in self.adapters:
+            out = out + self.prefix_attention(q, self.adapters[str(ctx.depth)], ctx.depth)
         return self.o_proj(out, ctx.depth)
+
+    def prefix_attention(self, q: torch.Tensor, prefix, depth: int) -> torch.Tensor:
+        """Gated attention of every query to a depth's prefix (Relaxed Recursive Transformers App. H, in the
+        adaption-prompt form): keys/values are the shared K/V projections of the prefix's hidden vectors, without
+        rotary position; gate [H] starts at 0. q [B, H, T, D] -> [B, T, H * D]."""
+        batch, _, tokens, _ = q.shape
+        hidden = prefix.prompt.to(q.dtype)[None]  # [1, P, D_model]
+        k = self._heads(self.k_proj(hidden, depth), self.n_kv_heads)  # [1, H_kv, P, D]
+        v = self._heads(self.v_proj(hidden, depth), self.n_kv_heads)
+        if self.k_norm is not None:
+            k = self.k_norm(k, depth)
+        k, v = k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)
+        out = F.scaled_dot_product_attention(q, k, v, scale=self.scale, enable_gqa=self.n_heads != self.n_kv_heads)
+        out = out * prefix.gate.to(q.dtype)[None, :, None, None]  # [B, H, T, D]
+        return out.transpose(1, 2).reshape(batch, tokens, self.n_heads * self.head_dim)
 
     def _mask(self, ctx: StepContext, key_positions: torch.Tensor, keys_are_queries: bool) -> torch.Tensor | None:
         """None means "plain causal" (SDPA's fast path); otherwise a [B, 1, T_q, T_k] bool mask."""

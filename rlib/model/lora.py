@@ -9,8 +9,11 @@ A looped model shares one block among several depths; relaxation gives each dept
                                                                       without it no rank of LoRA can restore the
                                                                       source model whose norms differ per layer
 
-Both live in the `adapters` ModuleDict of the Projection / RMSNorm they correct, keyed by the depth (the execution
-step's index), and are saved and reloaded with the model (`rlib.model.convert`).
+    PrefixAdapter  per-depth prompt vectors [P, D] whose shared K/V projections every query also attends to,
+                   gated per head (gate 0 at init: the model starts unchanged); App. H's prefix relaxation
+
+All live in the `adapters` ModuleDict of the Projection / RMSNorm / Attention they correct, keyed by the depth
+(the execution step's index), and are saved and reloaded with the model (`rlib.model.convert`).
 """
 
 from __future__ import annotations
@@ -62,12 +65,29 @@ class NormDelta(nn.Module):
         return f"{self.delta.shape[0]}"
 
 
+class PrefixAdapter(nn.Module):
+    """P hidden-space prompt vectors and a per-head gate for one depth's attention."""
+
+    def __init__(self, length: int, d_model: int, n_heads: int):
+        super().__init__()
+        if length < 1:
+            raise ValueError(f"prefix length {length} must be >= 1")
+        self.prompt = nn.Parameter(torch.zeros(length, d_model))  # [P, D_model]
+        self.gate = nn.Parameter(torch.zeros(n_heads))  # [H]
+
+    def extra_repr(self) -> str:
+        return f"length={self.prompt.shape[0]}, d_model={self.prompt.shape[1]}, heads={self.gate.shape[0]}"
+
+
 def adapter_spec(module: nn.Module) -> dict:
     """What `convert.load` needs to rebuild an adapter before loading its weights."""
     if isinstance(module, LoRA):
         return {"kind": "lora", "in": module.lora_a.shape[1], "out": module.lora_b.shape[0], "rank": module.rank}
     if isinstance(module, NormDelta):
         return {"kind": "norm", "dim": module.delta.shape[0]}
+    if isinstance(module, PrefixAdapter):
+        return {"kind": "prefix", "length": module.prompt.shape[0], "d_model": module.prompt.shape[1],
+                "heads": module.gate.shape[0]}
     raise TypeError(f"unknown adapter type {type(module).__name__}")
 
 
@@ -76,4 +96,6 @@ def build_adapter(spec: dict) -> nn.Module:
         return LoRA(spec["in"], spec["out"], spec["rank"])
     if spec["kind"] == "norm":
         return NormDelta(spec["dim"])
+    if spec["kind"] == "prefix":
+        return PrefixAdapter(spec["length"], spec["d_model"], spec["heads"])
     raise ValueError(f"unknown adapter kind {spec['kind']!r} in a saved model")
