@@ -66,13 +66,14 @@ class RelaxedConfig(Preset):
     n_eval_windows: int
     step0_ranks: tuple[int, ...]  # ranks of the step-0 curve (0 = recursive; the full rank is added)
     inits: tuple[str, ...]  # looping inits compared with and without LoRA
-    ranks: tuple[int, ...]  # LoRA ranks uptrained with SVD init for every init
+    ranks: tuple[int, ...]  # LoRA ranks uptrained with SVD init for the inits in `rank_inits`
+    rank_inits: tuple[str, ...]  # inits swept over every rank; the other inits get the largest rank only
     extra_ranks: tuple[int, ...]  # further ranks for the Average init only (the rank sweep, Fig. 7)
     zero_inits: tuple[str, ...]  # inits also uptrained with standard ("zero") LoRA init at the largest of `ranks`
     prefix_lengths: tuple[int, ...]  # prefix relaxation (App. H) of the Average init, per prompt length
     exit_schedules: tuple[str, ...]  # post-training schedules (EXITS) on the main recursive and relaxed models
     exit_coef: float  # the aggressive coefficient c (the paper: 0.1)
-    co_training: bool  # also run aggressive exits during uptraining (the paper found it worse for the final loop)
+    co_training: bool  # also co-train the main recursive model with aggressive+kd exits (the paper: worse final loop)
     kd_alpha: float  # distillation weight for the KD row of Table I.1 (0 = no KD row)
     long_factor: int  # the "longer uptraining" row: this many times the steps (1 = none)
     precision: str
@@ -89,6 +90,7 @@ class RelaxedConfig(Preset):
             model="smollm2-135m", train_corpus="shakespeare", eval_corpora=("shakespeare",), n_loops=2, seq_len=64,
             batch_size=2, micro_batch_size=2, steps=2, post_steps=2, lr=1e-3, warmup_steps=1, eval_every=2,
             val_windows=2, n_eval_windows=2, step0_ranks=(0, 8), inits=("stepwise", "average"), ranks=(8,),
+            rank_inits=("stepwise", "average"),
             extra_ranks=(), zero_inits=("average",), prefix_lengths=(4,), exit_schedules=("none", "aggressive_kd"),
             exit_coef=0.1,
             co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", throughput_requests=3,
@@ -96,9 +98,9 @@ class RelaxedConfig(Preset):
         # ~45 min on 2 cores: 15 uptraining runs of 48 steps x 4 x 128 tokens, 6 post-training runs of 24 steps
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
-            n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=24, lr=1e-3,
-            warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=32, step0_ranks=(0, 4, 16, 64, 192),
-            inits=("stepwise", "average", "lower"), ranks=(16, 64), extra_ranks=(256,),
+            n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=16, lr=1e-3,
+            warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=24, step0_ranks=(0, 4, 16, 64, 192),
+            inits=("stepwise", "average", "lower"), ranks=(16, 64), rank_inits=("stepwise", "average"), extra_ranks=(),
             zero_inits=("average", "lower"), prefix_lengths=(64,),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
@@ -107,7 +109,8 @@ class RelaxedConfig(Preset):
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
             warmup_steps=100, eval_every=100, val_windows=64, n_eval_windows=256, step0_ranks=(0, 8, 32, 128, 256),
-            inits=("stepwise", "average", "lower"), ranks=(32, 128), extra_ranks=(256, 512),
+            inits=("stepwise", "average", "lower"), ranks=(32, 128), rank_inits=("stepwise", "average", "lower"),
+            extra_ranks=(256, 512),
             zero_inits=("average", "lower"), prefix_lengths=(64, 256),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
@@ -118,7 +121,8 @@ class RelaxedConfig(Preset):
             micro_batch_size=8, steps=7500, post_steps=7500, lr=2e-4, warmup_steps=200, eval_every=500,
             val_windows=256, n_eval_windows=1024, step0_ranks=(0, 64, 128, 256, 512), inits=("stepwise", "average",
                                                                                               "lower"),
-            ranks=(64, 512), extra_ranks=(128, 256), zero_inits=("average", "lower"),
+            ranks=(64, 512), rank_inits=("stepwise", "average", "lower"), extra_ranks=(128, 256),
+            zero_inits=("average", "lower"),
             prefix_lengths=(256, 512, 1024, 2048),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"), exit_coef=0.1, co_training=True,
             kd_alpha=1.0, long_factor=4, precision="bf16", throughput_requests=20000, prompt_len=512,
@@ -132,6 +136,9 @@ class RelaxedConfig(Preset):
         bad = [s for s in self.exit_schedules if s not in EXITS]
         if bad:
             raise ConfigError(f"exit_schedules {bad} unknown; choose from {EXITS}")
+        missing = [i for i in ("stepwise", "average", *self.rank_inits) if i not in self.inits]
+        if missing:
+            raise ConfigError(f"inits {self.inits} must include {missing} (the main models and rank_inits)")
         if self.n_loops < 2:
             raise ConfigError(f"n_loops={self.n_loops}: a relaxed recursive model loops at least twice")
         if any(r < 1 for r in self.ranks + self.extra_ranks):
@@ -199,7 +206,8 @@ def main_variants(cfg: RelaxedConfig) -> tuple[RelaxedVariant, RelaxedVariant]:
 def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     """Every training run in dependency order (parents of post-training runs first)."""
     runs = [RelaxedVariant(init, 0) for init in cfg.inits]
-    runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.ranks]
+    runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.ranks
+             if init in cfg.rank_inits or r == max(cfg.ranks)]
     runs += [RelaxedVariant("average", r) for r in cfg.extra_ranks]
     runs += [RelaxedVariant(init, max(cfg.ranks), "zero") for init in cfg.zero_inits]
     runs += [RelaxedVariant("average", prefix=p) for p in cfg.prefix_lengths]
@@ -210,7 +218,7 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     for main in main_variants(cfg):
         runs += [dataclasses.replace(main, exit=s, phase="post") for s in cfg.exit_schedules]
     if cfg.co_training:
-        runs += [dataclasses.replace(m, exit="aggressive_kd", phase="co") for m in main_variants(cfg)]
+        runs.append(dataclasses.replace(main_variants(cfg)[0], exit="aggressive_kd", phase="co"))
     names = [v.name for v in runs]
     return [v for i, v in enumerate(runs) if v.name not in names[:i]]
 
@@ -259,7 +267,8 @@ def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, wo
         model = convert.load(parent_model)
     else:
         model = build(variant, cfg, source)
-    before = evaluate(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]})
+    # a post-training run starts from its parent, whose "after" is this run's "before"
+    before = {} if variant.parent else evaluate(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]})
     teacher = None
     if variant.kd:
         if teacher_dir is None or not (teacher_dir / convert.CONFIG_FILE).exists():
@@ -484,12 +493,13 @@ def claims_table(results: list[dict[str, Any]], step0: pd.DataFrame, measured: p
     col = f"after nll[{cfg.train_corpus}]"
     nll = {(r.init, r.rank, r.lora_init): df.loc[r.Index, col] for r in home.itertuples()}
     top = max(cfg.ranks)
-    improves = all(nll[(i, r, "svd")] < nll[(i, 0, "svd")] for i in cfg.inits for r in cfg.ranks)
-    more = all(nll[(i, top, "svd")] <= nll[(i, min(cfg.ranks), "svd")] for i in cfg.inits)
+    improves = all(nll[(i, r, "svd")] < nll[(i, 0, "svd")] for (i, r, li) in nll if r and li == "svd")
+    more = all(nll[(i, top, "svd")] <= nll[(i, min(cfg.ranks), "svd")] for i in cfg.rank_inits)
     svd_wins = all(nll[(i, top, "svd")] < nll[(i, top, "zero")] for i in cfg.zero_inits if (i, top, "zero") in nll)
     add("Relaxation improves quality, more with higher rank; SVD beats zero init for Average and Lower",
         improves and more and svd_wins,
-        "; ".join(f"{i}: r0 {nll[(i, 0, 'svd')]:.3f}, " + ", ".join(f"r{r} {nll[(i, r, 'svd')]:.3f}" for r in cfg.ranks)
+        "; ".join(f"{i}: r0 {nll[(i, 0, 'svd')]:.3f}, "
+                  + ", ".join(f"r{r} {nll[(i, r, 'svd')]:.3f}" for r in cfg.ranks if (i, r, "svd") in nll)
                   + (f", zero r{top} {nll[(i, top, 'zero')]:.3f}" if (i, top, "zero") in nll else "")
                   for i in cfg.inits))
     if {"stepwise", "average"} <= set(cfg.inits):
