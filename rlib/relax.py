@@ -79,16 +79,20 @@ def _check_pair(looped: Decoder, source: Decoder) -> None:
             raise ConfigError(f"the looped model is already relaxed ({name}); relax the plain recursive model")
 
 
-def _svd_lora(residual: torch.Tensor, rank: int, lora: LoRA) -> None:
-    """B = U_r S_r, A = V_r^T of the residual [out, in] (fp32 SVD)."""
-    u, s, vh = torch.linalg.svd(residual.float(), full_matrices=False)  # [out, k], [k], [k, in]
+def _svd_lora(residual: torch.Tensor, rank: int, lora: LoRA, cached: tuple | None = None) -> tuple:
+    """B = U_r S_r, A = V_r^T of the residual [out, in] (fp32 SVD); returns the factors for reuse."""
+    u, s, vh = cached or torch.linalg.svd(residual.float(), full_matrices=False)  # [out, k], [k], [k, in]
     with torch.no_grad():
         lora.lora_b.copy_(u[:, :rank] * s[:rank])
         lora.lora_a.copy_(vh[:rank])
+    return u, s, vh
 
 
-def relax(looped: Decoder, source: Decoder, relaxation: Relaxation) -> Decoder:
-    """A copy of `looped` with a LoRA per depth on each linear map (and norm deltas if asked); see the module doc."""
+def relax(looped: Decoder, source: Decoder, relaxation: Relaxation, svd_cache: dict | None = None) -> Decoder:
+    """A copy of `looped` with a LoRA per depth on each linear map (and norm deltas if asked); see the module doc.
+
+    `svd_cache` (a dict kept by the caller) reuses each residual's SVD across calls on the same looped model, e.g.
+    a sweep over ranks."""
     _check_pair(looped, source)
     model = copy.deepcopy(looped)
     generator = torch.Generator().manual_seed(relaxation.seed)
@@ -101,7 +105,10 @@ def relax(looped: Decoder, source: Decoder, relaxation: Relaxation) -> Decoder:
             lora.reset_standard(generator)
             residual = original.get_submodule(path).weight.detach().float() - proj.weight.detach().float()
             if relaxation.init == "svd" and bool(residual.abs().max() > 0):
-                _svd_lora(residual, lora.rank, lora)
+                key = (depth, path)
+                factors = _svd_lora(residual, lora.rank, lora, None if svd_cache is None else svd_cache.get(key))
+                if svd_cache is not None:
+                    svd_cache[key] = factors
             proj.adapters[str(depth)] = lora.to(device=proj.weight.device, dtype=proj.weight.dtype)
         if relaxation.norms:
             for path in NORMS:

@@ -138,3 +138,15 @@ def test_prefix_relaxation_starts_as_the_recursive_model_trains_and_round_trips(
     loss = prefixed(tokens).logsumexp(-1).mean()
     loss.backward()
     assert prefixed.blocks[0].attn.adapters["0"].prompt.grad.abs().sum() > 0
+
+
+def test_svd_cache_reuses_factors_without_changing_the_result():
+    source = tiny_model(6)
+    looped = looping.convert(source, Looping(2, init="average"))
+    cache: dict = {}
+    tokens = ids()
+    for rank in (2, 5):
+        cached = relax.relax(looped, source, Relaxation(rank), svd_cache=cache)
+        fresh = relax.relax(looped, source, Relaxation(rank))
+        torch.testing.assert_close(logits(cached, tokens), logits(fresh, tokens), atol=0, rtol=0)
+    assert len(cache) == 6 * len(relax.PROJECTIONS)
