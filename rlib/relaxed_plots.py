@@ -30,12 +30,17 @@ def plot_step0(table: pd.DataFrame, title: str) -> Figure:
     colours = dict(zip(inits, sns.color_palette(PALETTE, len(inits))))
     for init in inits:
         rows = table[(table["init"] == init) & (table["norms"] != True)].sort_values("rank")  # noqa: E712
-        ax.plot(rows["rank"].clip(lower=0.5), rows["ppl"], marker="o", color=colours[init], label=init)
+        ax.plot(rows["rank"], rows["ppl"], marker="o", color=colours[init], label=init)
         exact = table[(table["init"] == init) & (table["norms"] == True)]  # noqa: E712
-        ax.plot(exact["rank"], exact["ppl"], marker="*", markersize=11, linestyle="none", color=colours[init])
+        ax.plot(exact["rank"], exact["ppl"], marker="*", markersize=13, linestyle="none", color=colours[init],
+                markeredgecolor="white", alpha=0.8)
     source = float(table.loc[table["init"] == "source", "ppl"].iloc[0])
     ax.axhline(source, color="0.3", linestyle="--", linewidth=1, label="source model")
+    ranks = sorted(int(r) for r in table["rank"].dropna().unique())
     ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(-0.4, max(ranks) * 1.6)
+    ax.set_xticks(ranks, [str(r) for r in ranks])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
     _log_y(ax)
     ax.set_xlabel("LoRA rank per map (0 = recursive; ★ = full rank + per-depth norm deltas)")
     ax.set_ylabel("held-out perplexity at step 0 (log)")
