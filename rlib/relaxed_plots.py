@@ -90,7 +90,7 @@ def plot_throughput(measured: pd.DataFrame, simulated: pd.DataFrame, title: str)
         rows.append({"setting": f"{r.model} · {r.scheduler} · {exit_label}", "source": "measured (engine)",
                      "tokens_per_s": r.decode_tokens_per_s})
     for r in simulated.itertuples():
-        exit_label = "no exit" if r.exits == "none" else r.exits
+        exit_label = {"none": "no exit"}.get(r.exits, r.exits.replace("confidence ", "exit ≥ "))  # pair with measured
         rows.append({"setting": f"{r.model} · {r.scheduler} · {exit_label}", "source": "simulated (paper's model)",
                      "tokens_per_s": r.tokens_per_s})
     fig = grouped_bars(pd.DataFrame(rows), "setting", "tokens_per_s", "source", log=False, fmt="{:.0f}", title=title,
