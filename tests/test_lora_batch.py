@@ -128,6 +128,8 @@ import importlib.util, json, sys, torch
 probe = sys.argv[1] == "with"
 if probe:
     import kernels, kernels.lora_batch
+else:
+    sys.modules["kernels"] = None  # as if our package did not exist (it may be installed in the venv)
     assert "triton" not in sys.modules or sys.argv[2] == "triton-preloaded", "importing kernels must not import triton"
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.utils.import_utils import is_kernels_available
@@ -141,9 +143,9 @@ print(json.dumps({"found": importlib.util.find_spec("kernels") is not None, "hub
                   "attn": model.config._attn_implementation, "logits": logits.flatten().tolist()}))
 """
     runs = {}
-    for mode, cwd in (("with", paths.ROOT), ("without", tmp_path)):
-        env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(paths.ROOT) if mode == "with" else ""}
-        out = subprocess.run([sys.executable, "-c", script, mode, "-", str(tmp_path / mode)], cwd=cwd, env=env,
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(paths.ROOT)}
+    for mode in ("with", "without"):
+        out = subprocess.run([sys.executable, "-c", script, mode, "-", str(tmp_path / mode)], cwd=paths.ROOT, env=env,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]
         runs[mode] = json.loads(out.stdout.strip().splitlines()[-1])
