@@ -54,8 +54,9 @@ def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
     fig, ax = new_figure(6.4, 3.8)
     inits = list(table["init"].unique())
     colours = dict(zip(inits, sns.color_palette(PALETTE, len(inits))))
+    plain = table["prefix"] == 0 if "prefix" in table else True
     for init in inits:
-        svd = table[(table["init"] == init) & ((table["lora_init"] == "svd") | (table["rank"] == 0))]
+        svd = table[plain & (table["init"] == init) & ((table["lora_init"] == "svd") | (table["rank"] == 0))]
         svd = svd.sort_values("non_embedding_params")
         ax.plot(svd["non_embedding_params"] / 1e6, svd[metric], marker="o", color=colours[init], label=f"{init}, SVD")
         for rank, x, y in zip(svd["rank"], svd["non_embedding_params"] / 1e6, svd[metric]):
@@ -63,6 +64,12 @@ def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
         zero = table[(table["init"] == init) & (table["lora_init"] == "zero") & (table["rank"] > 0)]
         ax.plot(zero["non_embedding_params"] / 1e6, zero[metric], marker="o", markerfacecolor="white",
                 linestyle="none", color=colours[init], label=f"{init}, zero init" if len(zero) else None)
+        if "prefix" in table:
+            prefixed = table[(table["init"] == init) & (table["prefix"] > 0)]
+            ax.plot(prefixed["non_embedding_params"] / 1e6, prefixed[metric], marker="^", linestyle="none",
+                    color=colours[init], label=f"{init}, prefix (App. H)" if len(prefixed) else None)
+            for p, x, y in zip(prefixed["prefix"], prefixed["non_embedding_params"] / 1e6, prefixed[metric]):
+                ax.annotate(f"P={p}", (x, y), textcoords="offset points", xytext=(3, -9), fontsize=7)
     _log_y(ax)
     ax.set_xlabel("non-embedding parameters incl. LoRA (millions)")
     ax.set_ylabel("held-out perplexity (log)")
