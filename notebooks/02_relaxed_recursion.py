@@ -60,10 +60,10 @@ book.show_source(relax.relax)
 # %% [markdown]
 # ## Before any training: rank interpolates between the recursive model and the source
 #
-# At rank 0 the model is chapter 1's recursive model; at full rank every linear map is the source's again. The
-# paper says the model then *is* the source. It is not, and for SmolLM2 not even close: the norms are tied
-# too, and no LoRA restores them. The stars add a per-depth delta to every norm weight (`Relaxation(norms=True)`, a few thousand
-# parameters) and land on the source's perplexity.
+# At rank 0 the model is chapter 1's recursive model; at full rank every linear map is the source's again.
+# The paper says the model then *is* the source. It is not, and for SmolLM2 not even close: the norms are
+# tied too, and no LoRA restores them. The stars add a per-depth delta to every norm weight
+# (`Relaxation(norms=True)`, a few thousand parameters) and land on the source's perplexity.
 
 # %%
 step0 = run.table(relaxed.step0_table(cfg, source), "step0")
