@@ -172,11 +172,7 @@ class DepthBatchEngine:
         if id(norm) in self._norm_deltas:
             weight = weight + self._norm_deltas[id(norm)][loops]  # [b, D]
             weight = weight.view(weight.shape[0], *([1] * (x.dim() - 2)), weight.shape[-1])
-        x32 = x.float()
-        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + norm.eps)
-        if norm.plus_one:
-            return (normed * (1.0 + weight.float())).type_as(x)
-        return weight * normed.type_as(x)
+        return norm.scaled(x, weight)
 
     def _linear(self, proj: Projection, x: torch.Tensor, loops: torch.Tensor) -> torch.Tensor:
         """x [b, in] -> [b, out] with row r's loop adapter."""
@@ -242,11 +238,7 @@ class DepthBatchEngine:
     def _attend(attn, q, keys, values, mask) -> torch.Tensor:
         b = q.shape[0]
         if attn.softcap is not None:
-            groups = attn.n_heads // attn.n_kv_heads
-            keys, values = keys.repeat_interleave(groups, 1), values.repeat_interleave(groups, 1)
-            scores = (q @ keys.transpose(-1, -2)) * attn.scale
-            scores = attn.softcap * torch.tanh(scores / attn.softcap)
-            out = torch.softmax(scores.masked_fill(~mask, float("-inf")).float(), -1).to(q.dtype) @ values
+            out = attn._attend_softcapped(q, keys, values, mask)
         else:
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=attn.scale,
                                                  enable_gqa=attn.n_heads != attn.n_kv_heads)

@@ -74,6 +74,10 @@ def _check_pair(looped: Decoder, source: Decoder) -> None:
         raise ConfigError("the source must be a plain decoder (identity plan): depth l of the looped model is layer l")
     if len(looped.plan.steps) != n_src:
         raise ConfigError(f"the looped model has {len(looped.plan.steps)} depths but the source {n_src} layers")
+    _require_unrelaxed(looped)
+
+
+def _require_unrelaxed(looped: Decoder) -> None:
     for name, _ in looped.named_parameters():
         if ".adapters." in name:
             raise ConfigError(f"the looped model is already relaxed ({name}); relax the plain recursive model")
@@ -130,9 +134,7 @@ def prefix_relax(looped: Decoder, length: int, seed: int = 0) -> Decoder:
     """
     if length < 1:
         raise ConfigError(f"prefix length {length} must be >= 1")
-    for name, _ in looped.named_parameters():
-        if ".adapters." in name:
-            raise ConfigError(f"the looped model is already relaxed ({name}); relax the plain recursive model")
+    _require_unrelaxed(looped)
     model = copy.deepcopy(looped)
     generator = torch.Generator().manual_seed(seed)
     vocab = model.embed.weight.shape[0]

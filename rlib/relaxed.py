@@ -438,7 +438,7 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> tuple[
                     simulated.append({"model": label, "scheduler": sched, "exits": "none",
                                       "tokens_per_s": sim.tokens_per_s, "mean_busy": sim.mean_busy})
                 if not vanilla:
-                    for name, exit_loops in _exit_variants(model, cfg, res).items():
+                    for name, exit_loops in _exit_variants(model, cfg, res, reqs).items():
                         sim = throughput.simulate(exit_loops, cfg.max_batch, timing, "cdb", n_loops=engine.n_loops)
                         simulated.append({"model": label, "scheduler": "cdb", "exits": name,
                                           "tokens_per_s": sim.tokens_per_s, "mean_busy": sim.mean_busy,
@@ -452,13 +452,14 @@ def _exit_loops(res, vanilla: bool) -> list[list[int]]:
         [[1] * max(1, len(c.tokens) - 1) for c in res.completions.values()]
 
 
-def _exit_variants(model: Decoder, cfg: RelaxedConfig, res) -> dict[str, list[list[int]]]:
+def _exit_variants(model: Decoder, cfg: RelaxedConfig, res, reqs: list[Request]) -> dict[str, list[list[int]]]:
     """Oracle and confidence exit loops, teacher-forced on each request's prompt + generated text (as the paper
     records them on held-out text), one list per request."""
     exits = early_exit.loop_exits(model, cfg.n_loops)
     out: dict[str, list[list[int]]] = {"oracle": []}
     out.update({f"confidence {t:g}": [] for t in cfg.exit_thresholds})
-    for c, req in zip(res.completions.values(), prompts(cfg)):
+    for req in reqs:
+        c = res.completions[req.id]
         text = torch.tensor([req.prompt + c.tokens])
         top, prob = early_exit.exit_predictions(model, text, exits)
         span = slice(len(req.prompt), text.shape[1] - 1)  # positions that predict generated tokens 2..n

@@ -18,9 +18,16 @@ from rlib.plotting import PALETTE, grouped_bars, new_figure
 __all__ = ["plot_exits", "plot_relaxation", "plot_step0", "plot_throughput"]
 
 
-def _log_y(ax) -> None:
+def _finish_log_y(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
+    """Log y axis with plain numbers, labels, title and a small legend on the figure's one Axes."""
+    ax = fig.axes[0]
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
 
 
 def plot_step0(table: pd.DataFrame, title: str) -> Figure:
@@ -41,12 +48,8 @@ def plot_step0(table: pd.DataFrame, title: str) -> Figure:
     ax.set_xlim(-0.4, max(ranks) * 1.6)
     ax.set_xticks(ranks, [str(r) for r in ranks])
     ax.xaxis.set_minor_locator(plt.NullLocator())
-    _log_y(ax)
-    ax.set_xlabel("LoRA rank per map (0 = recursive; ★ = full rank + per-depth norm deltas)")
-    ax.set_ylabel("held-out perplexity at step 0 (log)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return _finish_log_y(fig, "LoRA rank per map (0 = recursive; ★ = full rank + per-depth norm deltas)",
+                         "held-out perplexity at step 0 (log)", title)
 
 
 def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
@@ -70,12 +73,7 @@ def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
                     color=colours[init], label=f"{init}, prefix (App. H)" if len(prefixed) else None)
             for p, x, y in zip(prefixed["prefix"], prefixed["non_embedding_params"] / 1e6, prefixed[metric]):
                 ax.annotate(f"P={p}", (x, y), textcoords="offset points", xytext=(3, -9), fontsize=7)
-    _log_y(ax)
-    ax.set_xlabel("non-embedding parameters incl. LoRA (millions)")
-    ax.set_ylabel("held-out perplexity (log)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return _finish_log_y(fig, "non-embedding parameters incl. LoRA (millions)", "held-out perplexity (log)", title)
 
 
 def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:

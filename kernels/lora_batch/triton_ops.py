@@ -46,6 +46,33 @@ def segments(depth: torch.Tensor, n_depths: int) -> Segments:
 
 
 @triton.jit
+def _tile_rows(order_ptr, start, tile, count, BLOCK_M: tl.constexpr):
+    """The row indices (int64) of tile `tile` of a depth group, and which of its BLOCK_M slots are real rows."""
+    offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask_m = offs_m < count
+    rows = tl.load(order_ptr + start + offs_m, mask=mask_m, other=0).to(tl.int64)
+    return rows, mask_m
+
+
+@triton.jit
+def _rows_times_t(acc, x_ptr, rows, mask_m, stride_xn, stride_xk, m_ptr, offs_c, mask_c, stride_mc, stride_mk, K,
+                  BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
+    """acc [BM, BC] += X[rows, :] @ M[offs_c, :]^T over K in BLOCK_K steps (M row-major like nn.Linear weights)."""
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        mask_k = offs_k < K
+        x = tl.load(x_ptr + rows[:, None] * stride_xn + offs_k[None, :] * stride_xk,
+                    mask=mask_m[:, None] & mask_k[None, :], other=0.0)  # [BM, BK]
+        m = tl.load(m_ptr + offs_c[None, :] * stride_mc + offs_k[:, None] * stride_mk,
+                    mask=mask_k[:, None] & mask_c[None, :], other=0.0)  # [BK, BC]
+        if UPCAST:
+            x = x.to(tl.float32)
+            m = m.to(tl.float32)
+        acc += tl.dot(x, m)
+    return acc
+
+
+@triton.jit
 def _shrink_segmented(x_ptr, a_ptr, s_ptr, order_ptr, starts_ptr, counts_ptr, K, R,
                       stride_xn, stride_xk, stride_ad, stride_ar, stride_ak, stride_sn, stride_sr,
                       BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr):
@@ -53,24 +80,12 @@ def _shrink_segmented(x_ptr, a_ptr, s_ptr, order_ptr, starts_ptr, counts_ptr, K,
     tile = tl.program_id(1)
     count = tl.load(counts_ptr + depth + 1)
     if tile * BLOCK_M < count:
-        start = tl.load(starts_ptr + depth + 1)
-        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        mask_m = offs_m < count
-        rows = tl.load(order_ptr + start + offs_m, mask=mask_m, other=0).to(tl.int64)
+        rows, mask_m = _tile_rows(order_ptr, tl.load(starts_ptr + depth + 1), tile, count, BLOCK_M)
         offs_r = tl.program_id(2) * BLOCK_R + tl.arange(0, BLOCK_R)
         mask_r = offs_r < R
-        acc = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            mask_k = offs_k < K
-            x = tl.load(x_ptr + rows[:, None] * stride_xn + offs_k[None, :] * stride_xk,
-                        mask=mask_m[:, None] & mask_k[None, :], other=0.0)  # [BM, BK]
-            a = tl.load(a_ptr + depth * stride_ad + offs_r[None, :] * stride_ar + offs_k[:, None] * stride_ak,
-                        mask=mask_k[:, None] & mask_r[None, :], other=0.0)  # [BK, BR]
-            if UPCAST:
-                x = x.to(tl.float32)
-                a = a.to(tl.float32)
-            acc += tl.dot(x, a)
+        acc = _rows_times_t(tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32), x_ptr, rows, mask_m, stride_xn,
+                            stride_xk, a_ptr + depth * stride_ad, offs_r, mask_r, stride_ar, stride_ak, K, BLOCK_K,
+                            UPCAST)
         tl.store(s_ptr + rows[:, None] * stride_sn + offs_r[None, :] * stride_sr, acc,
                  mask=mask_m[:, None] & mask_r[None, :])
 
@@ -86,27 +101,14 @@ def _expand_segmented(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, order_ptr, st
     tile = tl.program_id(1)
     count = tl.load(counts_ptr + group)
     if tile * BLOCK_M < count:
-        start = tl.load(starts_ptr + group)
-        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        mask_m = offs_m < count
-        rows = tl.load(order_ptr + start + offs_m, mask=mask_m, other=0).to(tl.int64)
+        rows, mask_m = _tile_rows(order_ptr, tl.load(starts_ptr + group), tile, count, BLOCK_M)
         offs_n = tl.program_id(2) * BLOCK_N + tl.arange(0, BLOCK_N)
         mask_n = offs_n < M
         mask_y = mask_m[:, None] & mask_n[None, :]
         y_ptrs = y_ptr + rows[:, None] * stride_yn + offs_n[None, :] * stride_ym
         if FUSE_BASE:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for k0 in range(0, K, BLOCK_K):
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                mask_k = offs_k < K
-                x = tl.load(x_ptr + rows[:, None] * stride_xn + offs_k[None, :] * stride_xk,
-                            mask=mask_m[:, None] & mask_k[None, :], other=0.0)  # [BM, BK]
-                w = tl.load(w_ptr + offs_n[None, :] * stride_wm + offs_k[:, None] * stride_wk,
-                            mask=mask_k[:, None] & mask_n[None, :], other=0.0)  # [BK, BN] = W^T tile
-                if UPCAST:
-                    x = x.to(tl.float32)
-                    w = w.to(tl.float32)
-                acc += tl.dot(x, w)
+            acc = _rows_times_t(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), x_ptr, rows, mask_m, stride_xn,
+                                stride_xk, w_ptr, offs_n, mask_n, stride_wm, stride_wk, K, BLOCK_K, UPCAST)
             if HAS_BIAS:
                 acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
         else:

@@ -41,6 +41,10 @@ class RMSNorm(nn.Module):
         weight = self.weight
         if len(self.adapters) and depth is not None and str(depth) in self.adapters:
             weight = weight + self.adapters[str(depth)].delta
+        return self.scaled(x, weight)
+
+    def scaled(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """The norm of x with `weight` (broadcast against x: [D], or one row per batch row)."""
         x32 = x.float()
         normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.plus_one:  # Gemma: the scale is applied in fp32, then cast back
