@@ -128,10 +128,17 @@ class DepthBatchEngine:
         self.device, self.dtype = param.device, param.dtype
         self.lora_impl = lora_impl or ("auto" if self.device.type == "cuda" else "loop")
         cfg = model.config
-        self.window_of = [model.blocks[s.block].attn.window if s.window == BLOCK_WINDOW else s.window
-                          for s in model.plan.steps]
-        self.theta_of = [model.blocks[s.block].attn.theta if s.rope_theta is None else s.rope_theta
-                         for s in model.plan.steps]
+        windows = [model.blocks[s.block].attn.window if s.window == BLOCK_WINDOW else s.window
+                   for s in model.plan.steps]
+        self.has_windows = any(w is not None for w in windows)
+        self.width_of = torch.tensor([w if w is not None else max_len + 1 for w in windows], device=self.device)
+        thetas = [model.blocks[s.block].attn.theta if s.rope_theta is None else s.rope_theta for s in model.plan.steps]
+        distinct = sorted(set(thetas))
+        self.theta_index_of = torch.tensor([distinct.index(t) for t in thetas], device=self.device)  # [depths]
+        positions = torch.arange(max_len, device=self.device)[None]  # [1, T]
+        tables = [model.rotary.cos_sin(positions, theta, self.dtype) for theta in distinct]  # [1, 1, T, D] each
+        self.cos_table = torch.stack([cos[0, 0] for cos, _ in tables])  # [thetas, T, D]
+        self.sin_table = torch.stack([sin[0, 0] for _, sin in tables])
         shape = (max_batch, n_steps, cfg.n_kv_heads, max_len, cfg.head_dim)
         self.k_store = torch.zeros(shape, device=self.device, dtype=self.dtype)
         self.v_store = torch.zeros(shape, device=self.device, dtype=self.dtype)
@@ -182,14 +189,11 @@ class DepthBatchEngine:
         return lora_batch(x, proj.weight, lora_a, lora_b, loops, proj.bias, impl=self.lora_impl)
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
-        """x [b, H, 1, D] rotated at each row's position with its depth's theta."""
-        thetas = torch.tensor([self.theta_of[d] for d in depths.tolist()], device=x.device)
-        out = torch.empty_like(x)
-        for theta in torch.unique(thetas).tolist():
-            rows = (thetas == theta).nonzero(as_tuple=True)[0]
-            cos, sin = self.model.rotary.cos_sin(positions[rows, None], theta, x.dtype)  # [n, 1, 1, D]
-            out[rows] = apply_rotary(x[rows], cos, sin)
-        return out
+        """x [b, H, 1, D] rotated at each row's position with its depth's theta (tables built once per engine)."""
+        index = self.theta_index_of[depths]  # [b]
+        cos = self.cos_table[index, positions][:, None, None]  # [b, 1, 1, D]
+        sin = self.sin_table[index, positions][:, None, None]
+        return apply_rotary(x, cos, sin)
 
     def _keys_values(self, attn, h: torch.Tensor, loops, depths, positions) -> tuple[torch.Tensor, torch.Tensor]:
         b = h.shape[0]
@@ -217,10 +221,8 @@ class DepthBatchEngine:
         values = self.v_store[slots, depths, :, :span]
         key_pos = torch.arange(span, device=x.device)[None, :]  # [1, T]
         allowed = key_pos <= positions[:, None]  # [b, T]
-        windows = [self.window_of[d] for d in depths.tolist()]
-        if any(w is not None for w in windows):
-            width = torch.tensor([w if w is not None else self.max_len + 1 for w in windows], device=x.device)
-            allowed &= key_pos > (positions - width)[:, None]
+        if self.has_windows:
+            allowed &= key_pos > (positions - self.width_of[depths])[:, None]
         out = self._attend(attn, q, keys, values, allowed[:, None, None, :])  # [b, H * D]
         update = self._linear(attn.o_proj, out, loops)
         if block.attn_out_norm is not None:
@@ -360,19 +362,23 @@ class DepthBatchEngine:
             passes += 1
             busy_total += len(busy)
             finished = loops + 1 == self.n_loops  # [b]
-            if self.exit_threshold is not None and self.n_loops > 1:
-                probe = (~finished).nonzero(as_tuple=True)[0]
-                if len(probe):
-                    confidence = torch.softmax(self.model.head(x[probe]).float(), -1).amax(-1)
-                    exits = probe[confidence >= self.exit_threshold]
-                    if len(exits):
-                        self._fill_skipped(x[exits], busy[exits], loops[exits] + 1, positions[exits])
-                        finished[exits] = True
-            rows = finished.nonzero(as_tuple=True)[0]
-            if len(rows):
-                tokens = self.model.head(x[rows]).float().argmax(-1).tolist()
-                for row, token in zip(rows.tolist(), tokens):
-                    finish_or_continue(int(busy[row]), token, int(loops[row]) + 1)
+            probing = self.exit_threshold is not None and self.n_loops > 1 and not bool(finished.all())
+            rows = torch.arange(len(busy), device=self.device) if probing else finished.nonzero(as_tuple=True)[0]
+            if not len(rows):
+                continue
+            # One LM-head call per pass serves both the exit probe and the emitted tokens: on a small batch the
+            # head is bound by reading its [V, D] weight, so a second call would cost as much again.
+            logits = self.model.head(x[rows]).float()  # [r, V]
+            tokens = logits.argmax(-1)
+            if probing:  # rows == every busy row here
+                confidence = (logits.amax(-1) - torch.logsumexp(logits, -1)).exp()  # top-1 probability [b]
+                exits = ((confidence >= self.exit_threshold) & ~finished).nonzero(as_tuple=True)[0]
+                if len(exits):
+                    self._fill_skipped(x[exits], busy[exits], loops[exits] + 1, positions[exits])
+                    finished[exits] = True
+                tokens = tokens[finished]
+            for row, token in zip(finished.nonzero(as_tuple=True)[0].tolist(), tokens.tolist()):
+                finish_or_continue(int(busy[row]), token, int(loops[row]) + 1)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         return EngineResult(done, time.perf_counter() - t0, prefill_seconds, passes, busy_total, self.n_loops)

@@ -99,6 +99,19 @@ def test_confidence_threshold_trades_depth_for_passes():
     assert probs[2][1] < full.passes
 
 
+def test_one_lm_head_call_per_pass_serves_exit_probe_and_tokens(monkeypatch):
+    """The head's [V, D] weight dominates a small pass's memory traffic: with early exit on and slots at mixed
+    loops, the probe and the emitted tokens must share one head call per pass (plus one per prefill)."""
+    model = copy.deepcopy(MODELS["llama-looped"])
+    calls = []
+    head = model.head
+    monkeypatch.setattr(model, "head", lambda x: calls.append(x.shape[0]) or head(x))
+    reqs = requests(6, seed=4, max_new=(6, 10))
+    res = DepthBatchEngine(model, 3, 32, exit_threshold=0.2).run(reqs)
+    assert 1 < res.mean_exit_loop < 3  # some exits, so slots drift to different loops
+    assert len(calls) <= res.passes + len(reqs)
+
+
 def test_bad_settings_fail_before_any_work():
     model = MODELS["llama-looped"]
     with pytest.raises(ConfigError, match="admission='fifo'"):
