@@ -191,8 +191,8 @@ class MoRDecoder(nn.Module):
             logits = self.routers[r](x)[..., 0]  # [B, T]
             gates = R.expert_scores(logits, spec)  # alpha * G(logits / temperature)
             decider = logits if spec.aux != "router" else self.aux_routers[r](x.detach())[..., 0]
-            causal = candidates & R.causal_decision(decider, spec)
             full = spec.capacity(r) >= 1
+            causal = candidates if full else candidates & R.causal_decision(decider, spec)
             topk = None
             if mode == "topk" or self.training:
                 k = max(1, int(spec.capacity(r) * tokens))
