@@ -89,7 +89,7 @@ def mor_plan(sharing: str, n_layers: int, n_recursions: int, kv: str) -> tuple[E
 class MoRDecoder(nn.Module):
     """Mixture-of-Recursions (or the fixed-depth Recursive baseline) over an L-layer unrolled depth."""
 
-    def __init__(self, decoder: Decoder, spec: MoRSpec, n_layers: int):
+    def __init__(self, decoder: Decoder, spec: MoRSpec, n_layers: int, seed: int = 0):
         super().__init__()
         plan, self.prefix, self.recursions, self.suffix = mor_plan(spec.sharing, n_layers, spec.n_recursions, spec.kv)
         if decoder.plan != plan:
@@ -101,11 +101,13 @@ class MoRDecoder(nn.Module):
         self.routers = nn.ModuleList()
         self.aux_routers = nn.ModuleList()
         if spec.routing == "expert":
-            self.routers.extend(R.Router(d, 1, spec.router_arch) for _ in range(spec.n_recursions))
+            self.routers.extend(R.Router(d, 1, spec.router_arch, seed=1000 * seed + r)
+                                for r in range(spec.n_recursions))
             if spec.aux == "router":
-                self.aux_routers.extend(R.Router(d, 1, "mlp") for _ in range(spec.n_recursions))
+                self.aux_routers.extend(R.Router(d, 1, "mlp", seed=1000 * seed + 100 + r)
+                                        for r in range(spec.n_recursions))
         elif spec.routing == "token":
-            self.routers.append(R.Router(d, spec.n_recursions, spec.router_arch))
+            self.routers.append(R.Router(d, spec.n_recursions, spec.router_arch, seed=1000 * seed))
             self.register_buffer("balance_bias", torch.zeros(spec.n_recursions), persistent=True)
         self.last_routing = Routing()
 
@@ -140,7 +142,7 @@ class MoRDecoder(nn.Module):
         sub_pos = torch.where(valid, positions.gather(1, order), torch.full_like(order, -1))
         gather_idx = order[..., None].expand(-1, -1, width)
         old = x.gather(1, gather_idx)  # [B, n, D]
-        new = self._steps(depths, old, sub_pos, cache, plain and bool(valid.all()))
+        new = self._steps(depths, old, sub_pos, cache, plain=False)  # positions are not 0..n-1: masks by position
         merged = update(old, new, order)
         target = torch.where(valid, order, torch.full_like(order, tokens))  # padding goes to a dummy column
         padded = torch.cat([x, x.new_zeros(batch, 1, width)], dim=1)
@@ -282,7 +284,7 @@ def build(base: DecoderConfig, n_layers: int, spec: MoRSpec, seed: int = 0, std:
     config = base.replace(n_layers=n_unique, rope_thetas=(base.rope_thetas[0],) * n_unique,
                           sliding_windows=(base.sliding_windows[0],) * n_unique)
     decoder = init_weights(Decoder(config, plan), seed=seed, std=std)
-    return MoRDecoder(decoder, spec, n_layers)
+    return MoRDecoder(decoder, spec, n_layers, seed=seed)
 
 
 def vanilla(base: DecoderConfig, n_layers: int, seed: int = 0, std: float = DEFAULT_STD) -> Decoder:

@@ -32,14 +32,14 @@ __all__ = ["Router", "balance_loss", "expert_scores", "load_metrics", "topk_sele
 class Router(nn.Module):
     """x [..., D] -> logits [..., out]: linear (no bias), or an MLP with a 2D ("mlp") or 4D ("wide_mlp") hidden."""
 
-    def __init__(self, d_model: int, out: int, arch: str = "linear", std: float = 0.02):
+    def __init__(self, d_model: int, out: int, arch: str = "linear", std: float = 0.02, seed: int = 0):
         super().__init__()
         if arch == "linear":
             self.net = nn.Linear(d_model, out, bias=False)
         else:
             hidden = d_model * (2 if arch == "mlp" else 4)
             self.net = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, out))
-        generator = torch.Generator().manual_seed(1234 + out)
+        generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for p in self.net.parameters():
                 if p.ndim == 2:
