@@ -248,6 +248,19 @@ def run_steps(variant: MoRVariant, cfg: MoRConfig) -> tuple[int, float]:
     return max(2, round(tokens / cfg.tokens_per_step())), per_token
 
 
+def budget_table(cfg: MoRConfig) -> pd.DataFrame:
+    """Per run: unrolled depth, forward FLOPs per token, optimizer steps and tokens under its budget."""
+    rows = []
+    for v in variants(cfg):
+        if v.seed != cfg.seeds[0]:
+            continue
+        steps, per_token = run_steps(v, cfg)
+        rows.append({"run": v.name, "model": v.label, "budget": v.budget,
+                     "unrolled_layers": unrolled_layers(v.spec, cfg.n_layers), "mflops_per_token": per_token / 1e6,
+                     "steps": steps, "tokens_m": steps * cfg.tokens_per_step() / 1e6})
+    return pd.DataFrame(rows)
+
+
 def train_config(cfg: MoRConfig, steps: int, seed: int) -> TrainConfig:
     return TrainConfig(lr=cfg.lr, schedule="wsd", warmup_steps=max(1, round(cfg.warmup_frac * steps)),
                        max_steps=steps, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,

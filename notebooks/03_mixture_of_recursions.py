@@ -1,0 +1,157 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3 · Mixture-of-Recursions: routed depth per token
+#
+# Chapters 1 and 2 gave every token the same number of loops. *Mixture-of-Recursions* (Bae, Kim et al.;
+# `shared/papers/001_*.txt`) trains a router per recursion that lets only some tokens continue, so that hard
+# tokens get more depth and the batch shrinks as it goes deeper; it caches keys and values only for the tokens
+# that reach each depth (or shares recursion 1's). Models are trained from scratch at SmolLM-like shapes scaled
+# down by the profile, on the poetry corpus. This chapter regenerates, at that scale:
+#
+# * Table 3 and Fig. 3: vanilla, the fixed-depth Recursive model, MoR expert-choice and token-choice at equal
+#   training FLOPs and at equal tokens, with validation loss against FLOPs spent;
+# * Tables 4/10/11: router design rows; Table 8 / Fig. 6: parameter-sharing strategies; Table 12: KV sharing;
+# * Fig. 5c: test-time depth scaling; Fig. 5b and 9: router outputs; Table 14: depth per token over real text;
+# * Figs. 7 and 8: key/value norms and similarities across depths; Table 2's KV-memory model against real bytes;
+# * the decode-time question the paper leaves open: does the causal router reproduce the training top-k?
+
+# %% tags=["parameters"]
+profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.mor.grid.MoRConfig)
+out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/03_mixture_of_recursions
+seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the variants)
+budget: float | None = None  # isoFLOP budget (forward FLOPs, paper convention); None keeps the preset
+
+# %%
+from rlib import book, experiments
+from rlib.mor import chapter, grid, tables
+from rlib.mor import plots as mor_plots
+from rlib.mor.model import MoRDecoder
+
+cfg = grid.MoRConfig.preset(profile).override(budget=budget)
+run = book.start("03_mixture_of_recursions", profile, out_dir, seed, cfg)
+work = experiments.work_dir(profile, "03_mixture_of_recursions")
+cfg
+
+# %% [markdown]
+# ## The model: a router before every recursion
+#
+# Middle-Cycle sharing keeps a unique first and last layer around a block of shared layers applied Nr times.
+# Before recursion r, expert-choice keeps the top-k_r tokens (k_r = (Nr - r + 1)/Nr of the sequence) among
+# those kept at r - 1, and updates them as x + g·f(x) with g = 0.1·sigmoid(router logit). The kept tokens are
+# gathered with their original positions, run through the shared layers, and scattered back:
+
+# %%
+book.show_source(MoRDecoder._run_subset)
+
+# %% [markdown]
+# ## FLOPs-matched budgets
+#
+# The paper counts forward FLOPs only, linear maps as 2 × parameters and attention over the causal half
+# (App. C). `rlib.mor.flops` reproduces the paper's per-token FLOPs and every isoFLOP step count of the
+# released 360M configs to within one step (`tests/test_mor_flops.py`). At this chapter's shapes:
+
+# %%
+run.table(grid.budget_table(cfg), "budgets");
+
+# %% [markdown]
+# ## Training every model (Table 3, Fig. 3)
+#
+# Each run is cached under `runs/.work/<profile>/03_mixture_of_recursions/<run>/`; an interrupted chapter resumes
+# where it stopped. Validation NLL (top-k routing, as the paper evaluates) is logged during training.
+
+# %%
+runs = grid.variants(cfg)
+print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
+results = grid.run_grid(cfg, work)
+main = run.table(tables.main_table(results), "main")
+curves = tables.curves(results)
+run.figure(mor_plots.plot_curves(curves, f"Validation NLL vs training FLOPs (isoFLOP budget {cfg.budget:.2g})"),
+           "loss_vs_flops");
+
+# %% [markdown]
+# ## Router design (Tables 4, 10, 11)
+#
+# All at the ablation budget (equal tokens). Expert-choice rows report the dead-token ratio (positions never
+# selected at the last step) and the sampling accuracy (the causal decision sigmoid ≥ 0.5 agrees with the
+# top-k); token-choice rows report MaxVio and the entropy of the mean routing distribution.
+
+# %%
+run.table(tables.router_table(results), "routers");
+
+# %% [markdown]
+# ## Parameter sharing (Table 8) and KV sharing (Table 12)
+
+# %%
+run.table(tables.sharing_table(results), "sharing")
+run.table(tables.kv_table(results), "kv_sharing");
+
+# %% [markdown]
+# ## Test-time depth scaling (Fig. 5c)
+#
+# The same trained models, evaluated with at most d recursions.
+
+# %%
+depth = run.table(tables.depth_table(results), "depth_scaling")
+run.figure(mor_plots.plot_depth_scaling(depth, "Test NLL vs the recursion cap"), "depth_scaling");
+
+# %% [markdown]
+# ## What the routers output (Fig. 5b, Fig. 9)
+
+# %%
+vocab = grid.vocabulary(cfg)
+windows = chapter.test_windows(cfg, vocab, cfg.eval_windows)
+outputs = chapter.router_output_tables(cfg, work, windows)
+run.figure(mor_plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
+
+# %% [markdown]
+# ## Does decoding reproduce the training top-k?
+#
+# Training picks the top-k over the whole sequence, which a decoder cannot see. The aux loss trains the router's
+# own logit to say "top-k or not", so at decode each token decides alone (sigmoid ≥ 0.5). We decode test windows
+# token by token with the KV cache and compare every token's depth with the depth the top-k gives it.
+
+# %%
+import pandas as pd  # noqa: E402
+
+from rlib.mor import analysis  # noqa: E402
+
+ec = chapter.main_model(cfg, work, "ec")
+agreement = analysis.decode_agreement(ec, windows[: cfg.decode_windows])
+run.table(pd.DataFrame([agreement]), "decode_agreement");
+
+# %% [markdown]
+# ## Depth per token over real text (Table 14)
+
+# %%
+texts, depths = chapter.depth_text(cfg, ec, vocab, windows[:4])
+run.figure(mor_plots.plot_token_depths(texts, depths, cfg.n_recursions, "Recursion depth per token (causal routing)"),
+           "token_depths");
+
+# %% [markdown]
+# ## Keys and values across depths (Figs. 7, 8) and Table 2's KV-memory model
+
+# %%
+geometry = analysis.kv_geometry(chapter.main_model(cfg, work, "rec"), windows[:4])
+run.figure(mor_plots.plot_kv_geometry(geometry, "Recursive model: norms and cross-depth similarity"), "kv_geometry")
+kv_bytes = run.table(chapter.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
+
+# %% [markdown]
+# ## Claims
+
+# %%
+claims = run.table(tables.claims_table(results, cfg, agreement, kv_bytes), "claims")
+for row in claims.itertuples():
+    run.metric(f"claim/{row.claim}", row.held)
+run.finish()

@@ -1,0 +1,134 @@
+"""Chapter 03's figures (Mixture-of-Recursions, paper 001), in the book style.
+
+    plot_curves          validation loss against training FLOPs spent, per model (Fig. 3's axes, one budget)
+    plot_depth_scaling   test NLL against the test-time recursion cap (Fig. 5c)
+    plot_router_outputs  histograms of router outputs for selected and unselected tokens, per step (Fig. 5b, 9)
+    plot_token_depths    text coloured by each token's recursion depth (Table 14, Fig. 1 right)
+    plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from rlib.plotting import PALETTE, new_figure, style
+
+__all__ = ["plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs", "plot_token_depths"]
+
+
+def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(6.4, 3.8)
+    labels = list(curves["label"].unique())
+    colours = dict(zip(labels, sns.color_palette(PALETTE, len(labels))))
+    for (label, seed), group in curves.groupby(["label", "seed"], sort=False):
+        group = group.sort_values("train_flops")
+        ax.plot(group["train_flops"], group["val_loss"], marker="o", markersize=3, color=colours[label],
+                alpha=1.0 if seed == curves["seed"].min() else 0.45,
+                label=label if seed == curves["seed"].min() else None)
+    ax.set_xlabel("training FLOPs spent (forward, paper convention)")
+    ax.set_ylabel("validation NLL")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_depth_scaling(table: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(5.6, 3.6)
+    labels = list(table["label"].unique())
+    colours = dict(zip(labels, sns.color_palette(PALETTE, len(labels))))
+    for (label, seed), group in table.groupby(["label", "seed"], sort=False):
+        ax.plot(group["depth_cap"], group["nll"], marker="o", color=colours[label],
+                label=label if seed == table["seed"].min() else None)
+    ax.set_xticks(sorted(table["depth_cap"].unique()))
+    ax.set_xlabel("maximum recursion depth at test time")
+    ax.set_ylabel("test NLL")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_router_outputs(outputs: dict[str, pd.DataFrame], title: str) -> Figure:
+    """One row of panels per model, one panel per recursion step; blue = kept by the top-k, orange = not."""
+    style()
+    names = list(outputs)
+    steps = max(int(df["step"].max()) for df in outputs.values())
+    fig, axes = plt.subplots(len(names), steps, figsize=(2.4 * steps, 1.9 * len(names)), squeeze=False)
+    colours = sns.color_palette(PALETTE, 2)
+    for i, name in enumerate(names):
+        df = outputs[name]
+        for r in range(steps):
+            ax = axes[i, r]
+            step = df[df["step"] == r + 1]
+            bins = np.linspace(float(step["output"].min()), float(step["output"].max()) + 1e-9, 30) if len(step) else 10
+            for selected, colour, text in ((True, colours[0], "selected"), (False, colours[1], "unselected")):
+                values = step.loc[step["selected"] == selected, "output"]
+                if len(values):
+                    ax.hist(values, bins=bins, color=colour, alpha=0.7, label=text, density=True)
+            ax.set_title(f"{name}, step {r + 1}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.set_yticks([])
+    axes[0, -1].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_token_depths(tokens: list[list[str]], depths: list[list[int]], n_recursions: int, title: str,
+                      width: int = 96) -> Figure:
+    """Each sample's text, each token on a background coloured by its depth (1 = light .. Nr = dark)."""
+    style()
+    colours = sns.color_palette("Blues", n_recursions + 1)[1:]
+    lines: list[list[tuple[str, int]]] = []
+    for sample_tokens, sample_depths in zip(tokens, depths):
+        line: list[tuple[str, int]] = []
+        used = 0
+        for text, depth in zip(sample_tokens, sample_depths):
+            text = text.replace("\n", "⏎")
+            if used + len(text) > width and line:
+                lines.append(line)
+                line, used = [], 0
+            line.append((text, depth))
+            used += len(text)
+        lines.append(line)
+        lines.append([])  # a gap between samples
+    fig = plt.figure(figsize=(9.6, 0.26 * len(lines) + 0.8))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.axis("off")
+    char_w, line_h = 1.0 / width, 1.0 / (len(lines) + 2)
+    for row, line in enumerate(lines):
+        x = 0.01
+        y = 1 - (row + 1.5) * line_h
+        for text, depth in line:
+            ax.text(x, y, text, family="monospace", fontsize=8, va="center", ha="left",
+                    bbox=dict(boxstyle="square,pad=0.05", fc=colours[depth - 1], ec="none"),
+                    color="white" if depth == n_recursions else "black")
+            x += len(text) * char_w * 0.98
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[d]) for d in range(n_recursions)]
+    ax.legend(handles, [f"depth {d + 1}" for d in range(n_recursions)], loc="upper right", fontsize=7,
+              ncol=n_recursions)
+    ax.set_title(title, fontsize=10, loc="left")
+    return fig
+
+
+def plot_kv_geometry(geometry: dict[str, pd.DataFrame], title: str) -> Figure:
+    style()
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.2))
+    norms = geometry["norms"]
+    for name, colour in zip(("hidden", "key", "value"), sns.color_palette(PALETTE, 3)):
+        axes[0].plot(norms["depth"], norms[name] / norms[name].max(), marker="o", markersize=3, color=colour,
+                     label=name)
+    axes[0].set_xlabel("unrolled depth")
+    axes[0].set_ylabel("mean L2 norm / max")
+    axes[0].legend(fontsize=7)
+    for ax, name in zip(axes[1:], ("hidden", "key", "value")):
+        sns.heatmap(geometry[f"similarity_{name}"], ax=ax, cmap="viridis", vmin=-0.2, vmax=1, cbar=name == "value",
+                    square=True, xticklabels=2, yticklabels=2)
+        ax.set_title(f"cosine similarity: {name}", fontsize=9)
+        ax.set_xlabel("depth")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
