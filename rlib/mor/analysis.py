@@ -57,8 +57,9 @@ def routing_metrics(model: MoRDecoder, windows: torch.Tensor, batch_size: int = 
 
 @torch.no_grad()
 def router_outputs(model: MoRDecoder, windows: torch.Tensor, batch_size: int = 8) -> pd.DataFrame:
-    """One row per (step, token): the router's output G(logit) (expert-choice; token-choice: the chosen depth's p)
-    and whether the training top-k kept the token: the data of Fig. 5b / Fig. 9."""
+    """One row per (step, token): the router's output and whether the training top-k kept the token (Fig. 5b, 9).
+    Expert-choice: G(logit) of the router, or sigmoid of the auxiliary router's logit when that decides at
+    inference; token-choice: p of each depth, "selected" where the token chose that depth."""
     model.eval()
     rows = []
     for batch in _batches(windows, batch_size):
@@ -67,7 +68,8 @@ def router_outputs(model: MoRDecoder, windows: torch.Tensor, batch_size: int = 8
         if model.spec.routing == "expert":
             for r in range(model.spec.n_recursions):
                 cand = rt.candidates[r]
-                out = (rt.gates[r] / model.spec.alpha)[cand].float().cpu().numpy()
+                decider = torch.sigmoid(rt.logits[r]) if model.spec.aux == "router" else rt.gates[r] / model.spec.alpha
+                out = decider[cand].float().cpu().numpy()
                 rows.append(pd.DataFrame({"step": r + 1, "output": out, "selected": rt.topk[r][cand].cpu().numpy()}))
         elif model.spec.routing == "token":
             probs = rt.probs / model.spec.alpha

@@ -73,7 +73,6 @@ def plot_router_outputs(outputs: dict[str, pd.DataFrame], title: str) -> Figure:
             ax.set_yticks([])
     axes[0, -1].legend(fontsize=7)
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -130,5 +129,4 @@ def plot_kv_geometry(geometry: dict[str, pd.DataFrame], title: str) -> Figure:
         ax.set_title(f"cosine similarity: {name}", fontsize=9)
         ax.set_xlabel("depth")
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
