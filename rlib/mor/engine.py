@@ -232,8 +232,9 @@ class MoREngine:
             st.gate[rows] = gates.to(st.gate.dtype)
             enter = decided.tolist()
         elif spec.routing == "token":
-            _, _, choice, gates = model.token_choice(h)
-            st.gate[rows] = gates[:, 0].to(st.gate.dtype)
+            probs = R.token_probs(model.routers[0](h), spec)  # as MoRDecoder._token: bias on the choice only
+            choice = (probs + model.balance_bias if spec.balance == "loss_free" else probs).argmax(-1)
+            st.gate[rows] = probs.gather(-1, choice[:, None])[:, 0].to(st.gate.dtype)
             for s, c in zip(slots, choice.tolist()):
                 st.last[s] = c
         for s, e in zip(slots, enter):

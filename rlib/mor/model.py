@@ -228,22 +228,16 @@ class MoRDecoder(nn.Module):
             routing.losses["router_z"] = spec.z_coef * z
         return x
 
-    def token_choice(self, x: torch.Tensor):
-        """Token-choice routing of states x [..., D]: (logits, p [..., Nr], chosen last recursion (0-based), the
-        chosen depth's gate [..., 1]). Loss-free balancing adds its bias to the choice only, never to the gate."""
-        logits = self.routers[0](x)  # [..., Nr]
-        probs = R.token_probs(logits, self.spec)
-        scores = probs + self.balance_bias if self.spec.balance == "loss_free" else probs
-        choice = scores.argmax(-1)
-        return logits, probs, choice, probs.gather(-1, choice[..., None])
-
     def _token(self, x, positions, cache, plain, cap, routing: Routing) -> torch.Tensor:
         spec, n_rec = self.spec, len(self.recursions)
-        logits, probs, choice, g = self.token_choice(x)
+        logits = self.routers[0](x)  # [B, T, Nr]
+        probs = R.token_probs(logits, spec)
+        choice = (probs + self.balance_bias).argmax(-1) if spec.balance == "loss_free" else probs.argmax(-1)
         if self.training and spec.balance == "loss_free":
             with torch.no_grad():
                 load = torch.bincount(choice.reshape(-1), minlength=n_rec).float()
                 self.balance_bias += spec.bias_rate * torch.sign(load.mean() - load)
+        g = probs.gather(-1, choice[..., None])  # [B, T, 1]
         depth = choice.clamp(max=cap - 1)  # 0-based last recursion of each token
         h1, state, out = x, x, x
         for r in range(min(cap, n_rec)):
