@@ -148,6 +148,21 @@ run.figure(mor_plots.plot_kv_geometry(geometry, "Recursive model: norms and cros
 kv_bytes = run.table(chapter.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
 
 # %% [markdown]
+# ## Throughput: continuous depth-wise batching for real (Fig. 4a)
+#
+# `rlib.mor.engine.MoREngine` runs every slot's current token through one pass of the shared block per
+# iteration, whatever its recursion, and sends tokens whose router stops them straight to the last layer and
+# the head. Vanilla runs chapter 2's engine with continuous sequence-wise batching. "B = Max" gives each MoR
+# model the larger batch its smaller KV cache allows (Table 2), as the paper's relative maximum batch does.
+
+# %%
+from rlib.mor.engine import MoREngine  # noqa: E402
+
+book.show_source(MoREngine._recursion_pass)
+speed = run.table(chapter.throughput_table(cfg, work, vocab, results), "throughput")
+run.figure(mor_plots.plot_throughput(speed, "Quality vs measured decode throughput"), "throughput");
+
+# %% [markdown]
 # ## Claims
 
 # %%

@@ -9,13 +9,16 @@ import pandas as pd
 import torch
 
 from rlib import data
+from rlib.cdb import DepthBatchEngine, Request
 from rlib.mor import analysis
+from rlib.mor.engine import MoREngine
+from rlib.mor.flops import relative_max_batch
 from rlib.mor.grid import ROUTER_ABLATIONS, MoRConfig, MoRVariant, heldout, load_model
 from rlib.mor.spec import MoRSpec
 from rlib.mor.tables import kv_bytes_table
 from rlib.vocab import CompactVocab
 
-__all__ = ["MAIN", "depth_text", "kv_bytes", "main_model", "router_output_tables"]
+__all__ = ["MAIN", "depth_text", "kv_bytes", "main_model", "router_output_tables", "throughput_table"]
 
 MAIN = {
     "ec": lambda nr: MoRSpec.expert(nr),
@@ -67,3 +70,37 @@ def kv_bytes(cfg: MoRConfig, work: Path, windows: torch.Tensor) -> pd.DataFrame:
               "MoR-EC, recursion-wise caching": main_model(cfg, work, "ec"),
               "MoR-EC, recursive KV sharing": main_model(cfg, work, "ec-share")}
     return kv_bytes_table(models, windows)
+
+
+def throughput_table(cfg: MoRConfig, work: Path, vocab: CompactVocab | None, results: list[dict],
+                     repeats: int = 3) -> pd.DataFrame:
+    """Fig. 4a's measurement: decode tokens/s of vanilla (continuous sequence-wise batching, `rlib.cdb`) and the
+    MoR / Recursive models (continuous depth-wise batching, `rlib.mor.engine`) on held-out prompts, at a fixed
+    batch B and at the paper's "relative maximum batch" B / KV-memory ratio (Table 2). Median of `repeats` runs.
+
+    Derived from the preset: 4 x `decode_windows` requests, prompts and generations of seq_len / 8 tokens each,
+    B = batch_size / 2."""
+    n_req, length, batch = 4 * cfg.decode_windows, max(2, cfg.seq_len // 8), max(1, cfg.batch_size // 2)
+    prompts = heldout(cfg, vocab, "test", n_req, seed=3)[:, :length]
+    requests = [Request(i, prompts[i].tolist(), length) for i in range(n_req)]
+    nll = {r["name"]: r["after"]["nll"] for r in results}
+    rows = []
+    specs = {"Vanilla": None, "Recursive": MAIN["rec"](cfg.n_recursions), "MoR EC": MAIN["ec"](cfg.n_recursions),
+             "MoR EC KV share": MAIN["ec-share"](cfg.n_recursions), "MoR TC": MAIN["tc"](cfg.n_recursions)}
+    for label, spec in specs.items():
+        name = MoRVariant(spec, "flops", cfg.seeds[0]).name
+        model = load_model(work, name)
+        settings = [("B", batch)] + ([("B = Max", relative_max_batch(spec, batch))] if spec is not None else [])
+        for setting, max_batch in settings:
+            engine_cls = DepthBatchEngine if spec is None else MoREngine
+            engine = engine_cls(model, max_batch, 2 * length + 1)
+            runs = sorted((engine.run(requests) for _ in range(repeats)), key=lambda r: r.tokens_per_s)
+            res = runs[len(runs) // 2]
+            decode = (res.tokens - n_req) / (res.seconds - res.prefill_seconds)
+            rows.append({"model": label, "setting": setting, "max_batch": max_batch, "nll": nll[name],
+                         "decode_tokens_per_s": decode, "tokens_per_s": res.tokens_per_s,
+                         "mean_depth": res.mean_exit_loop, "mean_busy": res.mean_busy})
+    table = pd.DataFrame(rows)
+    base = table.loc[(table["model"] == "Vanilla"), "decode_tokens_per_s"].iloc[0]
+    table["speedup_vs_vanilla"] = table["decode_tokens_per_s"] / base
+    return table

@@ -5,6 +5,7 @@
     plot_router_outputs  histograms of router outputs for selected and unselected tokens, per step (Fig. 5b, 9)
     plot_token_depths    text coloured by each token's recursion depth (Table 14, Fig. 1 right)
     plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
+    plot_throughput      test NLL against measured decode speed-up over vanilla, at B and B = Max (Fig. 4a)
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from matplotlib.figure import Figure
 
 from rlib.plotting import PALETTE, new_figure, style
 
-__all__ = ["plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs", "plot_token_depths"]
+__all__ = ["plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs", "plot_throughput",
+           "plot_token_depths"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -129,4 +131,21 @@ def plot_kv_geometry(geometry: dict[str, pd.DataFrame], title: str) -> Figure:
         ax.set_title(f"cosine similarity: {name}", fontsize=9)
         ax.set_xlabel("depth")
     fig.suptitle(title)
+    return fig
+
+
+def plot_throughput(table: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(6.0, 3.8)
+    models = list(table["model"].unique())
+    colours = dict(zip(models, sns.color_palette(PALETTE, len(models))))
+    markers = {"B": "o", "B = Max": "^"}
+    for row in table.itertuples():
+        ax.plot(row.speedup_vs_vanilla, row.nll, marker=markers.get(row.setting, "s"), markersize=8, linestyle="none",
+                color=colours[row.model])
+        ax.annotate(f"{row.model} ({row.setting}={row.max_batch})", (row.speedup_vs_vanilla, row.nll),
+                    textcoords="offset points", xytext=(5, 3), fontsize=7)
+    ax.axvline(1.0, color="0.5", linestyle="--", linewidth=1)
+    ax.set_xlabel("decode throughput relative to vanilla (measured)")
+    ax.set_ylabel("test NLL")
+    ax.set_title(title)
     return fig
