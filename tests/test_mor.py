@@ -153,6 +153,21 @@ def test_loss_free_balancing_moves_the_bias_toward_the_underloaded_depths():
     assert bool(((bias > 0) == (load < load.mean())).all())
 
 
+@pytest.mark.parametrize("sharing", ["sequence", "middle_sequence"])
+def test_sequence_orders_run_as_plain_recursive_stacks(sharing):
+    m = build(tiny_config(4), 8 if sharing == "middle_sequence" else 9, MoRSpec.recursive(3, sharing=sharing)).eval()
+    assert m.recursions == []
+    x = ids(2, 10)
+    with torch.no_grad():
+        full = m(x)
+        cache = m.new_cache()
+        steps = [m(x[:, :3], cache=cache)] + [m(x[:, t:t + 1], cache=cache) for t in range(3, 10)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-4)
+    assert torch.equal(full, m.decoder(x))  # the plain decoder over the same plan
+    with pytest.raises(ConfigError, match="no recursions to cap"):
+        m(x, depth_cap=1)
+
+
 def test_depth_cap_limits_recursions():
     m = model(MoRSpec.expert(3))
     x = ids(2, 12)

@@ -94,7 +94,7 @@ class MoRConfig(Preset):
             tokenizer="smollm2-135m", corpus="shakespeare", vocab_size=512, d_model=64, n_heads=2, n_kv_heads=1,
             d_ffn=128, n_layers=8, seq_len=32, n_recursions=3, extra_recursions=(), budget=4e8, ablation_tokens=256,
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
-            sharings=("cycle",), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
+            sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
             decode_windows=1, precision="bf16", head_dim=32),
         # ~40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run
         "cpu": dict(
@@ -304,7 +304,7 @@ def run_variant(variant: MoRVariant, cfg: MoRConfig, work: Path, vocab: CompactV
     log = pd.read_csv(train_dir / "metrics.csv")
     curve = log.dropna(subset=["val_loss"])[["step", "tokens", "val_loss"]]
     after: dict[str, Any] = {"nll": test_nll(model, windows["test"], cfg)}
-    if routed:
+    if routed and model.recursions:  # sequence orders have no recursion to route or cap
         after["nll_causal"] = test_nll(model, windows["test"], cfg, mode="causal")
         after["routing"] = analysis.routing_metrics(model, windows["test"], cfg.micro_batch_size)
         after["depth_scaling"] = analysis.depth_scaling(model, windows["test"], cfg.micro_batch_size)["nll"].tolist()

@@ -158,9 +158,10 @@ class MoRDecoder(nn.Module):
         if mode not in MODES:
             raise ConfigError(f"mode={mode!r}: choose from {MODES}")
         n_rec = len(self.recursions)
+        if depth_cap is not None and not 1 <= depth_cap <= n_rec:
+            raise ConfigError(f"depth_cap={depth_cap}: use 1..{n_rec}" if n_rec else
+                              f"depth_cap={depth_cap}: this {self.spec.sharing} model has no recursions to cap")
         cap = n_rec if depth_cap is None else depth_cap
-        if not 1 <= cap <= max(1, n_rec):
-            raise ConfigError(f"depth_cap={depth_cap}: use 1..{n_rec}")
         batch, tokens = input_ids.shape
         start = cache.seen_tokens if cache is not None else 0
         positions = torch.arange(start, start + tokens, device=input_ids.device).expand(batch, tokens)
