@@ -107,8 +107,12 @@ def test_one_lm_head_call_per_pass_serves_exit_probe_and_tokens(monkeypatch):
     head = model.head
     monkeypatch.setattr(model, "head", lambda x: calls.append(x.shape[0]) or head(x))
     reqs = requests(6, seed=4, max_new=(6, 10))
-    res = DepthBatchEngine(model, 3, 32, exit_threshold=0.2).run(reqs)
-    assert 1 < res.mean_exit_loop < 3  # some exits, so slots drift to different loops
+    for threshold in (0.3, 0.2, 0.15, 0.1, 0.07, 0.05):  # find a threshold where some tokens exit and some do not
+        calls.clear()
+        res = DepthBatchEngine(model, 3, 32, exit_threshold=threshold).run(reqs)
+        if 1 < res.mean_exit_loop < 3:
+            break
+    assert 1 < res.mean_exit_loop < 3, "no threshold gave partial exits: slots never drift to different loops"
     assert len(calls) <= res.passes + len(reqs)
 
 

@@ -3,6 +3,8 @@ Gemma sliding/global geometry per depth, save/reload, KV-cached decoding, and co
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 import torch
 
@@ -33,7 +35,8 @@ def tiny_model(n_layers: int = 6, gemma: bool = False, seed: int = 0) -> Decoder
     with torch.no_grad():  # norm weights away from identity, so that copying the wrong one shows
         for name, param in model.named_parameters():
             if "norm" in name:
-                param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(hash(name) % 1000)) * 0.3)
+                seed = zlib.crc32(name.encode()) % 1000  # not hash(): string hashes change per process
+                param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(seed)) * 0.3)
     return model
 
 
