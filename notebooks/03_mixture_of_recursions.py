@@ -111,7 +111,7 @@ run.figure(mor_plots.plot_depth_scaling(depth, "Test NLL vs the recursion cap"),
 
 # %%
 vocab = grid.vocabulary(cfg)
-windows = chapter.test_windows(cfg, vocab, cfg.eval_windows)
+windows = grid.heldout(cfg, vocab, "test", cfg.eval_windows)
 outputs = chapter.router_output_tables(cfg, work, windows)
 run.figure(mor_plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
 

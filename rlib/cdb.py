@@ -44,7 +44,7 @@ from rlib.config import ConfigError
 from rlib.model import Decoder
 from rlib.model.layers import BLOCK_WINDOW, Projection, RMSNorm, apply_rotary
 
-__all__ = ["ADMISSIONS", "Completion", "DepthBatchEngine", "EngineResult", "Request"]
+__all__ = ["ADMISSIONS", "Completion", "DepthBatchEngine", "EngineResult", "Request", "check_requests"]
 
 ADMISSIONS = ("continuous", "static")
 
@@ -96,6 +96,19 @@ class EngineResult:
             for j in c.exit_loops[1:]:
                 counts[j] += 1
         return counts
+
+
+def check_requests(requests: list[Request], max_len: int) -> None:
+    """Unique ids, non-empty prompts, at least one new token, and prompt + new tokens within `max_len`."""
+    ids = [r.id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("request ids must be unique")
+    for r in requests:
+        if not r.prompt or r.max_new_tokens < 1:
+            raise ConfigError(f"request {r.id}: needs a non-empty prompt and max_new_tokens >= 1")
+        if len(r.prompt) + r.max_new_tokens > max_len:
+            raise ConfigError(f"request {r.id}: prompt {len(r.prompt)} + {r.max_new_tokens} new tokens exceeds "
+                              f"max_len={max_len}; raise max_len")
 
 
 class DepthBatchEngine:
@@ -296,21 +309,10 @@ class DepthBatchEngine:
             self.v_store[slot, depth, :, :length] = values[0]
         return int(logits[0, -1].float().argmax())
 
-    def _check(self, requests: list[Request]) -> None:
-        ids = [r.id for r in requests]
-        if len(set(ids)) != len(ids):
-            raise ConfigError("request ids must be unique")
-        for r in requests:
-            if not r.prompt or r.max_new_tokens < 1:
-                raise ConfigError(f"request {r.id}: needs a non-empty prompt and max_new_tokens >= 1")
-            if len(r.prompt) + r.max_new_tokens > self.max_len:
-                raise ConfigError(f"request {r.id}: prompt {len(r.prompt)} + {r.max_new_tokens} new tokens exceeds "
-                                  f"max_len={self.max_len}; raise max_len")
-
     @torch.no_grad()
     def run(self, requests: list[Request]) -> EngineResult:
         """Generate every request greedily; returns completions and timing (see the module docstring)."""
-        self._check(requests)
+        check_requests(requests, self.max_len)
         queue = deque(requests)
         done: dict[int, Completion] = {}
         n = self.max_batch

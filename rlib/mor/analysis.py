@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from rlib import eval as rl_eval
 from rlib.mor import routers as R
 from rlib.mor.model import MoRDecoder, next_token_nll
 
@@ -85,8 +86,8 @@ def depth_scaling(model: MoRDecoder, windows: torch.Tensor, batch_size: int = 8,
     model.eval()
     rows = []
     for cap in range(1, len(model.recursions) + 1):
-        nll = [next_token_nll(model(batch, mode=mode, depth_cap=cap), batch) for batch in _batches(windows, batch_size)]
-        rows.append({"depth_cap": cap, "nll": float(torch.cat(nll).mean())})
+        capped = lambda ids, cap=cap: model(ids, mode=mode, depth_cap=cap)  # noqa: E731
+        rows.append({"depth_cap": cap, "nll": rl_eval.perplexity(capped, windows, batch_size, progress=False)["nll"]})
     return pd.DataFrame(rows)
 
 

@@ -36,10 +36,6 @@ def main_model(cfg: MoRConfig, work: Path, kind: str, budget: str = "flops", tag
     return load_model(work, MoRVariant(spec, budget, cfg.seeds[0], tag=tag).name)
 
 
-def test_windows(cfg: MoRConfig, vocab: CompactVocab | None, n: int) -> torch.Tensor:
-    return heldout(cfg, vocab, "test", n, seed=0)
-
-
 def router_output_tables(cfg: MoRConfig, work: Path, windows: torch.Tensor) -> dict[str, pd.DataFrame]:
     """Fig. 5b / 9's panels that the profile trained: EC with the aux loss (and the aux router), TC with the balancing
     loss (and loss-free)."""

@@ -26,7 +26,7 @@ from collections import deque
 
 import torch
 
-from rlib.cdb import Completion, EngineResult, Request
+from rlib.cdb import Completion, EngineResult, Request, check_requests
 from rlib.config import ConfigError
 from rlib.mor import routers as R
 from rlib.mor.model import MoRDecoder
@@ -134,7 +134,7 @@ class MoREngine:
         if spec.capacity(r) >= 1:
             return torch.ones_like(gates, dtype=torch.bool), gates
         decider = logits if spec.aux != "router" else self.model.aux_routers[r](x)[..., 0]
-        return R.causal_decision(decider, spec), gates
+        return R.causal_decision(decider), gates
 
     # ---- the scheduler ----------------------------------------------------------------------------------------
 
@@ -157,7 +157,7 @@ class MoREngine:
     @torch.no_grad()
     def run(self, requests: list[Request]) -> EngineResult:
         """Generate every request greedily; returns completions (exit_loops = recursions each token ran) and timing."""
-        self._check(requests)
+        check_requests(requests, self.max_len)
         n = self.max_batch
         self.pos_store.fill_(-1)
         self.state = _Slots(n, self.model.config.d_model, self.device, self.dtype)
@@ -182,15 +182,6 @@ class MoREngine:
         self.kv_entries = int((self.pos_store >= 0).sum())
         n_rec = len(self.model.recursions)
         return EngineResult(self.done, time.perf_counter() - t0, prefill_seconds, passes, busy_total, n_rec)
-
-    def _check(self, requests: list[Request]) -> None:
-        ids = [r.id for r in requests]
-        if len(set(ids)) != len(ids):
-            raise ConfigError("request ids must be unique")
-        for r in requests:
-            if not r.prompt or r.max_new_tokens < 1 or len(r.prompt) + r.max_new_tokens > self.max_len:
-                raise ConfigError(f"request {r.id}: needs a prompt, max_new_tokens >= 1 and prompt + new tokens <= "
-                                  f"max_len={self.max_len}")
 
     def _admit(self, slot: int, req: Request) -> None:
         st = self.state

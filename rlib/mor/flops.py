@@ -22,11 +22,10 @@ from __future__ import annotations
 import math
 
 from rlib.config import ConfigError
-from rlib.model import DecoderConfig
 from rlib.model.cache import KVCache
 from rlib.mor.spec import MoRSpec
 
-__all__ = ["cache_bytes", "flops_per_token", "kv_memory_ratio", "paper_flops_per_token", "relative_max_batch",
+__all__ = ["cache_bytes", "kv_memory_ratio", "paper_flops_per_token", "relative_max_batch",
            "tokens_for_budget"]
 
 
@@ -47,11 +46,6 @@ def paper_flops_per_token(d_model: int, d_ffn: int, seq_len: int, n_layers: int,
         f_kv = 2 * 2 * d_model**2
         shared = sum(c * (f_lin - f_kv) for c in caps) + f_kv + sum(c * f_att for c in caps)
     return ends * (f_lin + f_att) + block * shared
-
-
-def flops_per_token(config: DecoderConfig, seq_len: int, n_layers: int, spec: MoRSpec | None = None) -> float:
-    """`paper_flops_per_token` with a decoder config's widths."""
-    return paper_flops_per_token(config.d_model, config.d_ffn, seq_len, n_layers, spec)
 
 
 def tokens_for_budget(budget_flops: float, flops_per_tok: float, tokens_per_step: int | None = None) -> int:

@@ -16,21 +16,22 @@ poetry corpus with the compact vocabulary of `rlib.vocab` (the profile's `vocab_
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
 from rlib import data, experiments
+from rlib import eval as rl_eval
 from rlib.config import ConfigError, Preset
 from rlib.model import Decoder, DecoderConfig, convert
 from rlib.mor import analysis, io
-from rlib.mor.flops import flops_per_token
-from rlib.mor.model import MoRDecoder, MoRLoss, build, next_token_nll, vanilla
+from rlib.mor.flops import paper_flops_per_token
+from rlib.mor.model import MoRDecoder, MoRLoss, build, vanilla
 from rlib.mor.spec import MoRSpec
 from rlib.progress import progress
 from rlib.train import TrainConfig, train
@@ -206,7 +207,9 @@ def variants(cfg: MoRConfig) -> list[MoRVariant]:
 # ---- data ------------------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def vocabulary(cfg: MoRConfig) -> CompactVocab | None:
+    """The compact vocabulary of the profile (counted once per process; None keeps the tokenizer's own)."""
     return CompactVocab.from_corpus(cfg.corpus, cfg.tokenizer, cfg.vocab_size) if cfg.vocab_size else None
 
 
@@ -237,12 +240,12 @@ def make_model(variant: MoRVariant, cfg: MoRConfig, vocab_size: int) -> MoRDecod
 
 def run_steps(variant: MoRVariant, cfg: MoRConfig) -> tuple[int, float]:
     """(optimizer steps, forward FLOPs per token) of a run under its budget."""
-    per_token = flops_per_token(cfg.base_config(1), cfg.seq_len, unrolled_layers(variant.spec, cfg.n_layers),
-                                variant.spec)
+    per_token = paper_flops_per_token(cfg.d_model, cfg.d_ffn, cfg.seq_len,
+                                      unrolled_layers(variant.spec, cfg.n_layers), variant.spec)
     if variant.budget == "flops":
         tokens = cfg.budget / per_token
     elif variant.budget == "tokens":
-        tokens = cfg.budget / flops_per_token(cfg.base_config(1), cfg.seq_len, cfg.n_layers, None)
+        tokens = cfg.budget / paper_flops_per_token(cfg.d_model, cfg.d_ffn, cfg.seq_len, cfg.n_layers)
     else:
         tokens = cfg.ablation_tokens
     return max(2, round(tokens / cfg.tokens_per_step())), per_token
@@ -269,17 +272,12 @@ def train_config(cfg: MoRConfig, steps: int, seed: int) -> TrainConfig:
                        checkpoint_every=0, checkpoint_final=False, seed=seed, mixed_precision=cfg.precision)
 
 
-@torch.no_grad()
 def test_nll(model, windows: torch.Tensor, cfg: MoRConfig, **kwargs) -> float:
+    """Mean next-token NLL over `windows` (rlib.eval.perplexity); kwargs go to the MoR forward (e.g. mode)."""
     model.eval()
-    values = []
-    for start in range(0, len(windows), cfg.micro_batch_size):
-        batch = windows[start:start + cfg.micro_batch_size]
-        bf16 = cfg.precision == "bf16" and batch.device.type == "cpu"
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(batch, **kwargs)
-        values.append(next_token_nll(logits, batch))
-    return float(torch.cat(values).mean())
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else None
+    scored = (lambda ids: model(ids, **kwargs)) if kwargs else model
+    return rl_eval.perplexity(scored, windows, batch_size=cfg.micro_batch_size, dtype=dtype, progress=False)["nll"]
 
 
 def non_embedding_params(model) -> int:
@@ -339,8 +337,3 @@ def load_model(work: Path, variant_name: str) -> MoRDecoder | Decoder:
     if (folder / io.SPEC_FILE).exists():
         return io.load(folder)
     return convert.load(folder)
-
-
-def seed_summary(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=float)
-    return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else float("nan")

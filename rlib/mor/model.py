@@ -195,7 +195,7 @@ class MoRDecoder(nn.Module):
             gates = R.expert_scores(logits, spec)  # alpha * G(logits / temperature)
             decider = logits if spec.aux != "router" else self.aux_routers[r](x.detach())[..., 0]
             full = spec.capacity(r) >= 1
-            causal = candidates if full else candidates & R.causal_decision(decider, spec)
+            causal = candidates if full else candidates & R.causal_decision(decider)
             topk = None
             if mode == "topk" or self.training:
                 k = max(1, int(spec.capacity(r) * tokens))
@@ -281,18 +281,19 @@ class MoRLoss:
 def build(base: DecoderConfig, n_layers: int, spec: MoRSpec, seed: int = 0, std: float = DEFAULT_STD) -> MoRDecoder:
     """A randomly initialised MoR (or Recursive) model: `base`'s widths, `n_layers` unrolled depths."""
     plan, *_ = mor_plan(spec.sharing, n_layers, spec.n_recursions, spec.kv)
-    n_unique = max(s.block for s in plan.steps) + 1
-    config = base.replace(n_layers=n_unique, rope_thetas=(base.rope_thetas[0],) * n_unique,
-                          sliding_windows=(base.sliding_windows[0],) * n_unique)
-    decoder = init_weights(Decoder(config, plan), seed=seed, std=std)
+    decoder = init_weights(Decoder(_uniform(base, max(s.block for s in plan.steps) + 1), plan), seed=seed, std=std)
     return MoRDecoder(decoder, spec, n_layers, seed=seed)
 
 
 def vanilla(base: DecoderConfig, n_layers: int, seed: int = 0, std: float = DEFAULT_STD) -> Decoder:
     """The plain `n_layers`-layer baseline with `base`'s widths."""
-    config = base.replace(n_layers=n_layers, rope_thetas=(base.rope_thetas[0],) * n_layers,
-                          sliding_windows=(base.sliding_windows[0],) * n_layers)
-    return init_weights(Decoder(config), seed=seed, std=std)
+    return init_weights(Decoder(_uniform(base, n_layers)), seed=seed, std=std)
+
+
+def _uniform(base: DecoderConfig, n_blocks: int) -> DecoderConfig:
+    """`base` with `n_blocks` blocks, all with the first block's rope theta and window."""
+    return base.replace(n_layers=n_blocks, rope_thetas=(base.rope_thetas[0],) * n_blocks,
+                        sliding_windows=(base.sliding_windows[0],) * n_blocks)
 
 
 def next_token_nll(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

@@ -64,7 +64,7 @@ def expert_scores(logits: torch.Tensor, spec: MoRSpec) -> torch.Tensor:
     return spec.alpha * z
 
 
-def causal_decision(logits: torch.Tensor, spec: MoRSpec) -> torch.Tensor:
+def causal_decision(logits: torch.Tensor) -> torch.Tensor:
     """The per-token decision a decoder can make without future tokens: G(logit) >= 0.5 for sigmoid, >= 0 else."""
     return logits.float() >= 0  # sigmoid(z) >= 0.5 <=> z >= 0; tanh(z) >= 0 <=> z >= 0; identity likewise
 
