@@ -25,6 +25,7 @@
 # * Tables 4/10/11: router design rows; Table 8 / Fig. 6: parameter-sharing strategies; Table 12: KV sharing;
 # * Fig. 5c: test-time depth scaling; Fig. 5b and 9: router outputs; Table 14: depth per token over real text;
 # * Figs. 7 and 8: key/value norms and similarities across depths; Table 2's KV-memory model against real bytes;
+# * Table 9: up-training the book's pretrained SmolLM2-135M with each sharing strategy and initialization;
 # * the decode-time question the paper leaves open: does the causal router reproduce the training top-k?
 
 # %% tags=["parameters"]
@@ -35,7 +36,7 @@ budget: float | None = None  # isoFLOP budget (forward FLOPs, paper convention);
 
 # %%
 from rlib import book, experiments
-from rlib.mor import chapter, grid, tables
+from rlib.mor import chapter, grid, tables, uptrain
 from rlib.mor import plots as mor_plots
 from rlib.mor.model import MoRDecoder
 
@@ -163,10 +164,26 @@ speed = run.table(chapter.throughput_table(cfg, work, vocab, results), "throughp
 run.figure(mor_plots.plot_throughput(speed, "Quality vs measured decode throughput"), "throughput");
 
 # %% [markdown]
+# ## Up-training a pretrained model with each sharing strategy (Table 9)
+#
+# The paper also ties the layers of a pretrained SmolLM checkpoint and keeps training it. Here the book's SmolLM2-135M
+# (30 layers) becomes a 2-loop model under each sharing order and initialization of chapter 1's converter
+# (Cycle and Sequence: 15 shared layers; Middle-*: 1 + 14 + 1), and every model gets the same short up-training.
+# The "loop 1" rows run the same unique layers once, without recursion; the full 30-layer model up-trained
+# the same way is the reference. NLL is on the poetry test split, before and after up-training.
+
+# %%
+up_cfg = uptrain.UptrainConfig.preset(profile)
+up_results = uptrain.run_grid(up_cfg, work / "uptrain")
+up_table = run.table(uptrain.table(up_results), "uptraining")
+run.figure(mor_plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
+                                     f"({up_table['tokens'].iloc[0]:,} tokens per run)"), "uptraining");
+
+# %% [markdown]
 # ## Claims
 
 # %%
-claims = run.table(tables.claims_table(results, cfg, agreement, kv_bytes), "claims")
+claims = run.table(tables.claims_table(results, cfg, agreement, kv_bytes, uptrain.claims(up_results)), "claims")
 for row in claims.itertuples():
     run.metric(f"claim/{row.claim}", row.held)
 run.finish()

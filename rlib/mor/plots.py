@@ -6,6 +6,7 @@
     plot_token_depths    text coloured by each token's recursion depth (Table 14, Fig. 1 right)
     plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
     plot_throughput      test NLL against measured decode speed-up over vanilla, at B and B = Max (Fig. 4a)
+    plot_uptraining      NLL after up-training per initialization and sharing, reduced and full references (Table 9)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from matplotlib.figure import Figure
 from rlib.plotting import PALETTE, new_figure, style
 
 __all__ = ["plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs", "plot_throughput",
-           "plot_token_depths"]
+           "plot_token_depths", "plot_uptraining"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -148,4 +149,32 @@ def plot_throughput(table: pd.DataFrame, title: str) -> Figure:
     ax.set_xlabel("decode throughput relative to vanilla (measured)")
     ax.set_ylabel("test NLL")
     ax.set_title(title)
+    return fig
+
+
+def plot_uptraining(table: pd.DataFrame, title: str) -> Figure:
+    """Table 9 as dots: x = initialization, one offset marker per sharing strategy (error bar = 2 s.e. of the
+    test NLL), dashed lines for the reduced (loop 1) baselines and the up-trained full model."""
+    fig, ax = new_figure(6.4, 3.8)
+    recursive = table[table["loop"] > 1]
+    inits = list(dict.fromkeys(recursive["init"]))
+    shares = list(dict.fromkeys(recursive["share"]))
+    colours = sns.color_palette(PALETTE, len(shares))
+    width = 0.6 / max(1, len(shares))
+    for j, share in enumerate(shares):
+        rows = recursive[recursive["share"] == share].set_index("init").reindex(inits)
+        x = np.arange(len(inits)) + (j - (len(shares) - 1) / 2) * width
+        ax.errorbar(x, rows["nll"], yerr=2 * rows["nll_se"], fmt="o", color=colours[j], capsize=2, label=share)
+    references = table[table["loop"] == 1]
+    greys = sns.color_palette("Greys", len(references) + 2)[2:]
+    for grey, row in zip(greys, references.itertuples()):
+        label = "full (untied)" if row.init == "–" else f"loop 1: {row.share} {row.init}".replace("– ", "")
+        ax.axhline(row.nll, color="tab:red" if row.init == "–" else grey, linestyle="--", linewidth=1,
+                   label=f"{label} ({row.N_L} layers)")
+    ax.set_xticks(np.arange(len(inits)), inits)
+    ax.set_xlim(-0.5, len(inits) - 0.5)
+    ax.set_xlabel("initialization of the shared layers")
+    ax.set_ylabel("test NLL after up-training")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
     return fig

@@ -128,7 +128,9 @@ def kv_bytes_table(models: dict[str, MoRDecoder], windows: torch.Tensor) -> pd.D
 
 
 def claims_table(results: list[dict[str, Any]], cfg, agreement: dict[str, float] | None,
-                 kv_bytes: pd.DataFrame | None) -> pd.DataFrame:
+                 kv_bytes: pd.DataFrame | None,
+                 uptrain_claims: list[tuple[str, bool | None, str]] = ()) -> pd.DataFrame:
+    """Every claim of the issue, judged from the runs; `uptrain_claims` come from `rlib.mor.uptrain.claims`."""
     rows = []
 
     def add(claim: str, held: bool | None, evidence: str) -> None:
@@ -188,4 +190,6 @@ def claims_table(results: list[dict[str, Any]], cfg, agreement: dict[str, float]
             "sharing)", bool((err <= tol).all()),
             "; ".join(f"{r.model}: measured {r.measured_ratio:.4f} vs {r.predicted_ratio:.4f}"
                       for r in routed.itertuples()))
+    for claim in uptrain_claims:
+        add(*claim)
     return pd.DataFrame(rows)

@@ -1,0 +1,101 @@
+"""The Table 9 analog (rlib.mor.uptrain): what each run builds, the run list, bad configs, the table and the
+claims. The real up-training on SmolLM2 runs in the smoke book (tests/test_smoke_book.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlib import looping
+from rlib.config import ConfigError
+from rlib.mor import uptrain
+from rlib.mor.uptrain import UptrainConfig, UptrainRun
+from tests.test_looping import ids, tiny_model
+
+
+@torch.no_grad()
+def test_reduced_runs_the_converted_blocks_once():
+    source = tiny_model(6)
+    reduced = UptrainRun("reduced", "cycle", "lower").build(source, n_loops=2, seed=0)
+    assert len(reduced.blocks) == 3 and len(reduced.plan.steps) == 3
+    torch.testing.assert_close(reduced(ids()), looping.truncated(source, 3)(ids()))  # Lower = the first 3 layers
+    averaged = UptrainRun("reduced", "sequence", "average").build(source, n_loops=2, seed=0)
+    looped = UptrainRun("recursive", "sequence", "average").build(source, n_loops=2, seed=0)
+    assert len(looped.plan.steps) == 6 and len(averaged.plan.steps) == 3
+    for mine, theirs in zip(averaged.state_dict().values(), looped.state_dict().values()):
+        torch.testing.assert_close(mine, theirs)  # same weights, only the plan differs
+
+
+@torch.no_grad()
+def test_full_run_is_the_source_and_middle_sharing_keeps_both_ends():
+    source = tiny_model(6)
+    torch.testing.assert_close(UptrainRun("full").build(source, 2, 0)(ids()), source(ids()))
+    middle = UptrainRun("recursive", "middle_cycle", "upper").build(source, n_loops=2, seed=0)
+    assert [s.block for s in middle.plan.steps] == [0, 1, 2, 1, 2, 3]
+    for block, layer in ((0, 0), (1, 3), (2, 4), (3, 5)):  # ends kept; Upper: the last middle layers (3, 4)
+        for name, tensor in middle.blocks[block].state_dict().items():
+            torch.testing.assert_close(tensor, source.blocks[layer].state_dict()[name])
+
+
+
+def test_cpu_runs_are_ordered_and_unique():
+    cfg = UptrainConfig.preset("cpu")
+    names = [r.name for r in uptrain.runs(cfg)]
+    assert names[0] == "full" and len(names) == len(set(names)) == 1 + 3 + 4 * 3
+    assert names[1:4] == ["reduced-cycle-stepwise", "reduced-cycle-average", "reduced-sequence-average"]
+    cfg.check_model(30)  # SmolLM2-135M: 2 loops fit every sharing
+
+
+def test_bad_configs_fail_before_any_work():
+    cfg = UptrainConfig.preset("smoke")
+    with pytest.raises(ConfigError, match="sharing 'ring' unknown"):
+        cfg.override(sharings=("ring",))
+    with pytest.raises(ConfigError, match="init 'random' is not a pretrained"):
+        cfg.override(inits=("random",))
+    with pytest.raises(ConfigError, match="n_loops=1"):
+        cfg.override(n_loops=1)
+    with pytest.raises(ConfigError, match=r"n_loops=4 does not fit a 30-layer .*\['cycle'\]"):
+        cfg.override(n_loops=4, sharings=("cycle", "middle_cycle"), reduced=()).check_model(30)
+    with pytest.raises(ConfigError, match="run kind 'big' unknown"):
+        UptrainRun("big")
+
+
+def _result(kind: str, sharing: str, init: str, nll: float, blocks: int) -> dict:
+    run = UptrainRun(kind, sharing, init)
+    return {"name": run.name, "run": {"kind": kind, "sharing": sharing, "init": init},
+            "params": {"non_embedding": blocks * 1_000_000}, "n_blocks": blocks,
+            "loops": 2 if kind == "recursive" else 1, "before": {"nll": nll + 1, "nll_se": 0.01},
+            "after": {"nll": nll, "nll_se": 0.01}, "train": {"final_loss": nll, "tokens": 100, "seconds": 60.0}}
+
+
+def _grid(nll: dict[str, float], reduced: float) -> list[dict]:
+    out = [_result("full", "cycle", "stepwise", 3.0, 30), _result("reduced", "cycle", "stepwise", reduced, 15)]
+    for sharing, value in nll.items():
+        out.append(_result("recursive", sharing, "stepwise", value, 16 if sharing.startswith("middle") else 15))
+    return out
+
+
+def test_table_follows_table_9():
+    results = _grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, reduced=3.6)
+    table = uptrain.table(results).set_index("run")
+    assert table.loc["full", "share"] == "–" and table.loc["full", "N_L"] == "30"
+    assert table.loc["reduced-cycle-stepwise", "share"] == "–" and table.loc["reduced-cycle-stepwise", "loop"] == 1
+    assert table.loc["recursive-middle_cycle-stepwise", "N_L"] == "1+14+1"
+    assert table.loc["recursive-sequence-stepwise", "share"] == "Seq"
+    assert table.loc["recursive-sequence-stepwise", "loop"] == 2
+
+
+def test_claims_are_judged_from_the_numbers():
+    held = uptrain.claims(_grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.6))
+    assert [h for _, h, _ in held] == [True, True]
+    # one Middle run worse than Sequence, and Cycle beats Sequence: both fail
+    failed = uptrain.claims(_grid({"cycle": 3.3, "sequence": 3.4, "middle_cycle": 3.35, "middle_sequence": 3.2}, 3.6))
+    assert [h for _, h, _ in failed] == [False, False]
+    # every Middle run beats Cycle and Sequence but not the reduced baseline
+    weak = uptrain.claims(_grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.25))
+    assert weak[0][1] is False and "best reduced (loop 1) 3.250" in weak[0][2]
+
+
+def test_claims_without_their_runs_say_not_measured():
+    partial = uptrain.claims(_grid({"cycle": 3.5, "middle_cycle": 3.3}, 3.6))
+    assert [h for _, h, _ in partial] == [None, None]
