@@ -127,7 +127,7 @@ def test_importing_our_kernels_package_does_not_change_how_transformers_loads_mo
 import importlib.util, json, sys, torch
 probe = sys.argv[1] == "with"
 if probe:
-    import kernels, kernels.lora_batch
+    import kernels, kernels.lora_batch, kernels.tiled_prefill
 else:
     sys.modules["kernels"] = None  # as if our package did not exist (it may be installed in the venv)
     assert "triton" not in sys.modules or sys.argv[2] == "triton-preloaded", "importing kernels must not import triton"

@@ -1,0 +1,7 @@
+"""The Recurrent Transformer (paper 002): layer-wise recurrent keys/values, its exact tiled prefill, decoding.
+
+    config   RTConfig: shapes, ALiBi/RoPE, GQA, the pre-KV norm switch (App. E.2), recurrent or Transformer block
+    layer    RTLayer: the maps of one layer (queries, temporary and persistent pairs, post-attention block)
+    naive    the position-by-position loop: the definition and the reference
+    tiled    the dyadic tile schedule (Algorithm 1) with a custom backward; tiles run in kernels.tiled_prefill
+"""
