@@ -64,13 +64,13 @@ class RTModel(nn.Module):
         hidden = self.norm(hidden)
         return hidden @ self.embed.weight.T if self.head is None else self.head(hidden)
 
-    def forward(self, ids: torch.Tensor, schedule: str = "tiled", tile_impl: str = "auto",
-                return_cache: bool = False, capacity: int | None = None):
-        """ids [B, T] -> logits [B, T, V] (and, with `return_cache`, the RTCache for decoding on from T)."""
+    def hidden_states(self, ids: torch.Tensor, schedule: str = "tiled",
+                      tile_impl: str = "auto") -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """ids [B, T] -> the last layer's output [B, T, D] (before the final norm) and each layer's cached keys and
+        values [B, Hkv, T, d]."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule={schedule!r}: choose from {SCHEDULES}")
-        tokens = ids.shape[1]
-        positions = torch.arange(tokens, device=ids.device)
+        positions = torch.arange(ids.shape[1], device=ids.device)
         x = self.embed(ids)  # [B, T, D]
         keys, values = [], []
         for layer in self.layers:
@@ -82,6 +82,13 @@ class RTModel(nn.Module):
                 x, k, v = tiled_layer(layer, x, positions, tile_impl)
             keys.append(k)
             values.append(v)
+        return x, keys, values
+
+    def forward(self, ids: torch.Tensor, schedule: str = "tiled", tile_impl: str = "auto",
+                return_cache: bool = False, capacity: int | None = None):
+        """ids [B, T] -> logits [B, T, V] (and, with `return_cache`, the RTCache for decoding on from T)."""
+        x, keys, values = self.hidden_states(ids, schedule, tile_impl)
+        tokens = ids.shape[1]
         logits = self.logits(x)
         if not return_cache:
             return logits

@@ -1,0 +1,100 @@
+"""rlib.recurrent.tasks and .synthetic: the generators produce what each task says, scoring counts what it
+should, and a one-layer model learns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlib.config import ConfigError
+from rlib.recurrent.config import RTConfig
+from rlib.recurrent.synthetic import FitConfig, TaskModel, evaluate, fit
+from rlib.recurrent.tasks import IGNORE, TASKS, TaskData, make_task
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_is_seeded_in_range_and_scored(name):
+    data = make_task(name, 8, 64, seed=3)
+    again = make_task(name, 8, 64, seed=3)
+    assert torch.equal(data.inputs, again.inputs) and torch.equal(data.targets, again.targets)
+    assert data.inputs.shape == data.targets.shape == data.train_targets.shape == (8, 64)
+    assert int(data.inputs.min()) >= 0 and int(data.inputs.max()) < data.vocab_size
+    scored = data.targets[data.targets != IGNORE]
+    assert len(scored) > 0 and int(scored.min()) >= 0 and int(scored.max()) < data.vocab_size
+    trained = data.train_targets != IGNORE
+    assert bool(trained[data.targets != IGNORE].all()), "every scored target is also trained on"
+    assert not torch.equal(data.inputs, make_task(name, 8, 64, seed=4).inputs)
+
+
+def test_recall_scores_exactly_the_values_of_keys_seen_before():
+    data = make_task("in_context_recall", 16, 63, seed=0)
+    for row, target in zip(data.inputs, data.targets):
+        for t in torch.nonzero(target != IGNORE).flatten().tolist():
+            key = int(row[t])
+            earlier = [i for i in range(t) if int(row[i]) == key and i + 1 < len(row) and int(row[i + 1]) >= 8]
+            assert earlier, "a scored position is a key that appeared before"
+            assert int(target[t]) == int(row[earlier[-1] + 1]), "its target is the value that followed it"
+
+
+def test_copy_tasks_ask_for_the_content_in_order():
+    sel = make_task("selective_copying", 4, 64, seed=1)
+    for row, target in zip(sel.inputs, sel.targets):
+        content = row[row < 14]
+        assert torch.equal(target[target != IGNORE], content)
+        assert int(row[64 - 16 - 1]) == 15  # the copy token, then blanks to fill
+    copy = make_task("copy", 4, 40, seed=1)
+    row, target = copy.inputs[0], copy.targets[0]
+    length = (40 - 2) // 2
+    assert torch.equal(target[target != IGNORE][:-1], row[1:1 + length])
+    assert int(target[target != IGNORE][-1]) == copy.vocab_size - 1  # EOS
+
+
+def test_memorization_uses_one_map_for_every_sequence():
+    data = make_task("memorization", 64, 32, seed=0)
+    pairs = {}
+    for row, target in zip(data.inputs, data.targets):
+        for t in torch.nonzero(target != IGNORE).flatten().tolist():
+            pairs.setdefault(int(row[t - 1]), set()).add(int(target[t]))
+    assert all(len(v) == 1 for v in pairs.values()) and len(pairs) > 50
+
+
+def test_bad_task_arguments_fail_with_the_fix():
+    with pytest.raises(ConfigError, match="task 'sorting' unknown"):
+        make_task("sorting", 4, 32, 0)
+    with pytest.raises(ConfigError, match="selective copying needs seq_len >= 49"):
+        make_task("selective_copying", 4, 32, 0)
+
+
+class _Oracle(torch.nn.Module):
+    def __init__(self, data: TaskData, wrong_rows: int = 0):
+        super().__init__()
+        self.data, self.wrong_rows = data, wrong_rows
+
+    def forward(self, ids):
+        index = [int(torch.nonzero((self.data.inputs == row).all(dim=1))[0]) for row in ids]
+        targets = self.data.targets[index].clamp(min=0)
+        logits = torch.nn.functional.one_hot(targets, self.data.vocab_size).float() * 10
+        if self.wrong_rows:
+            logits[: self.wrong_rows, :, :] = logits[: self.wrong_rows].roll(1, dims=-1)
+        return logits
+
+
+def test_scoring_counts_tokens_and_whole_sequences():
+    data = make_task("copy", 10, 20, seed=0)
+    assert evaluate(_Oracle(data), data, batch_size=4)["seq_acc"] == 1.0
+    wrong = evaluate(_Oracle(data, wrong_rows=3), data, batch_size=10)
+    assert wrong["seq_acc"] == pytest.approx(0.7) and wrong["token_acc"] == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("block", ["recurrent", "transformer"])
+def test_one_layer_learns_memorization_and_the_compression_head_runs(block):
+    data = make_task("memorization", 64, 16, seed=0)
+    config = RTConfig(vocab_size=data.vocab_size, d_model=32, n_layers=1, n_heads=2, block=block)
+    model = TaskModel(config, "lm", 16, tile_impl="reference")
+    before = evaluate(model, data)["loss"]
+    fit(model, data, FitConfig(epochs=15, batch_size=32, lr=1e-2))
+    assert evaluate(model, data)["loss"] < before - 0.5
+    comp = make_task("compression", 4, 12, seed=0)
+    head = TaskModel(RTConfig(vocab_size=16, d_model=16, n_layers=1, n_heads=2, block=block), "compress", 12,
+                     tile_impl="reference")
+    assert head(comp.inputs).shape == (4, 12, 16)
