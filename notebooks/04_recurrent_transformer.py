@@ -1,0 +1,141 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 4 · The Recurrent Transformer: keys and values from the layer's own output
+#
+# In a Transformer layer, position i exposes a key and a value made from its *input*. The Recurrent Transformer
+# (Oncescu, Morwani, Jelassi et al.; `shared/papers/002_*.txt`) makes them from the layer's *output* z_i, after
+# position i has attended and run its MLP, so that later positions read a deeper state: a recurrence inside each
+# layer. Naively that forces a position-by-position loop whose key reads grow as N². The paper's exact tiling
+# folds each finished block of keys into the next block of queries at once, cutting traffic to N log N with the
+# same FLOPs. The official code has no kernel and no cached decoding; this chapter has both, and regenerates:
+#
+# * the tile schedule (Fig. 3), its exactness against the naive loop (forward and gradients), counted traffic
+#   and measured per-layer latency (Fig. 4);
+# * KV-cached decoding, checked against the full forward, with one (key, value) per token per layer;
+# * one RT layer vs one Transformer layer on the synthetic suite (Figs. 5, 6);
+# * Transformer vs RT at fixed parameters with L and L/2 layers (Table 1) and the pre-KV-norm ablation (Fig. 7).
+
+# %% tags=["parameters"]
+profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.recurrent.grid.RecurrentConfig)
+out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/04_recurrent_transformer
+seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the presets)
+
+# %%
+import torch
+
+from kernels.tiled_prefill import bench as prefill_bench
+from rlib import book, experiments
+from rlib.recurrent import grid, tables
+from rlib.recurrent import plots as rt_plots
+from rlib.recurrent.layer import RTLayer
+from rlib.recurrent.tiled import tiled_forward
+
+cfg = grid.RecurrentConfig.preset(profile)
+run = book.start("04_recurrent_transformer", profile, out_dir, seed, cfg)
+work = experiments.work_dir(profile, "04_recurrent_transformer")
+cfg
+
+# %% [markdown]
+# ## The layer
+#
+# Queries and a *temporary* key/value pair come from the layer input, as in a Transformer. Position i attends to
+# the persistent pairs of positions before it plus its own temporary pair; its output z_i then makes the
+# *persistent* pair, with the same K and V matrices (so no extra parameters) after an RMS norm (Eq. 1-2):
+
+# %%
+book.show_source(RTLayer.persistent_kv)
+
+# %% [markdown]
+# ## Exact tiling (Algorithm 1, Fig. 3)
+#
+# When position t is final, with s = t + 1 and T the largest power of two dividing s, keys s-T..s-1 are folded into
+# the online-softmax state of queries s..s+T-1. Every (query, key) pair below the diagonal is covered once, by a
+# square tile, before its query is read:
+
+# %%
+run.figure(rt_plots.plot_tile_schedule(32, "Dyadic tiles for N = 32"), "tile_schedule")
+book.show_source(tiled_forward)
+
+# %% [markdown]
+# The tiled schedule changes only the order of the sums, so it should equal the naive loop to rounding, and its
+# custom backward (a reverse walk over the same tiles) should equal autograd through the loop:
+
+# %%
+exact = run.table(grid.exactness_table(cfg), "exactness")
+
+# %% [markdown]
+# ## Traffic and latency (Sec. 5, Fig. 4)
+#
+# Both schedules score the same N(N-1)/2 pairs. The loop re-reads all earlier keys for every query; the tiles read
+# each key O(log N) times. Counted per (sequence, head) of one layer:
+
+# %%
+traffic = run.table(grid.traffic_table(cfg), "traffic")
+run.figure(rt_plots.plot_traffic(traffic, "Attention traffic of one layer's prefill"), "traffic");
+
+# %% [markdown]
+# Measured now, on this machine (forward of one layer, median of repeats; the Triton kernel only on CUDA; the
+# Transformer layer is the parallel reference cost):
+
+# %%
+d_model, heads, batch = cfg.latency_shape
+latency = prefill_bench.run(list(cfg.latency_lengths), d_model, heads, batch,
+                            "cuda" if torch.cuda.is_available() else "cpu", "fp32", repeats=3,
+                            modes=list(prefill_bench.MODES))
+latency = run.table(latency, "latency")
+run.figure(rt_plots.plot_latency(latency, f"One layer, D = {d_model}, batch {batch}"), "latency");
+
+# %% [markdown]
+# ## Decoding with a KV cache
+#
+# A decoder keeps one (key, value) per token per layer, the same size as a Transformer's; for a recurrent layer it
+# is the persistent pair, made after the token's own attention and MLP. Prefill with the tiles, then decode:
+
+# %%
+run.table(grid.decode_table(), "decoding");
+
+# %% [markdown]
+# ## One layer on the synthetic suite (Figs. 5, 6)
+#
+# A single Transformer layer cannot build an induction head: a key made from token i alone cannot say which token
+# came before it. A single RT layer can, because position i's persistent key is made after it attended to
+# position i - 1. Each task trains both layer kinds with the same width, data and recipe:
+
+# %%
+task_results = grid.run_task_grid(cfg, work)
+task_table = run.table(tables.task_table(task_results), "tasks")
+run.figure(rt_plots.plot_tasks(task_table, "One RT layer vs one Transformer layer"), "tasks");
+
+# %% [markdown]
+# ## Depth for width at fixed parameters (Table 1) and the pre-KV norm (Fig. 7)
+#
+# L layers of width D against L/2 layers of width ~√2·D (about the same parameters, a √2 smaller KV cache), for both
+# block kinds, on the poetry corpus:
+
+# %%
+lm_results = grid.run_lm_grid(cfg, work)
+lm = run.table(tables.lm_table(lm_results), "language_models")
+run.figure(rt_plots.plot_lm_curves(tables.lm_curves(lm_results), "Validation NLL during training"), "lm_curves")
+ablation = run.table(tables.ablation_table(lm_results), "norm_ablation")
+run.figure(rt_plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
+
+# %% [markdown]
+# ## Claims
+
+# %%
+claims = run.table(tables.claims_table(exact, traffic, task_table, lm, latency), "claims")
+for row in claims.itertuples():
+    run.metric(f"claim/{row.claim}", row.held)
+run.finish()

@@ -1,0 +1,112 @@
+"""Chapter 04's figures (Recurrent Transformer, paper 002), in the book style.
+
+    plot_tile_schedule  the dyadic tiles over the (query, key) plane, coloured by the step that folds them (Fig. 3)
+    plot_traffic        counted attention traffic per layer against N, naive vs tiled, log-log (Sec. 5)
+    plot_latency        measured one-layer prefill time against N per implementation (Fig. 4)
+    plot_tasks          token and sequence accuracy per synthetic task, RT vs Transformer (Figs. 5-6)
+    plot_lm_curves      validation loss against training steps, deep vs shallow-wide (Table 1's runs)
+    plot_ablation       test NLL against learning rate with and without the pre-KV norm (Fig. 7)
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from kernels.tiled_prefill import tiles
+from rlib.plotting import PALETTE, new_figure
+
+__all__ = ["plot_ablation", "plot_latency", "plot_lm_curves", "plot_tasks", "plot_tile_schedule", "plot_traffic"]
+
+
+def plot_tile_schedule(n: int, title: str) -> Figure:
+    """Each cell (query j, key i < j) coloured by log2 of its tile's size; the diagonal is the temporary pair."""
+    grid = np.full((n, n), np.nan)
+    for q0, q1, k0, k1 in tiles(n):
+        grid[q0:q1, k0:k1] = np.log2(k1 - k0)
+    fig, ax = new_figure(4.8, 4.4)
+    image = ax.imshow(grid, cmap="viridis", interpolation="nearest")
+    ax.plot(range(n), range(n), "s", color="lightgrey", markersize=max(1.0, 120 / n))
+    ax.set_xlabel("key position i (persistent pairs)")
+    ax.set_ylabel("query position j")
+    ax.set_title(title)
+    ax.grid(False)
+    fig.colorbar(image, ax=ax, label="log2 tile size T = lowbit(s)")
+    return fig
+
+
+def plot_traffic(table: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(6.0, 3.6)
+    colours = sns.color_palette(PALETTE, 3)
+    ax.loglog(table["n"], table["naive"], marker="o", color=colours[0], label="naive loop (reads t keys at step t)")
+    ax.loglog(table["n"], table["tiled"], marker="o", color=colours[1], label="dyadic tiles")
+    ax.loglog(table["n"], table["pairs"], linestyle="--", color="grey", label="(query, key) pairs scored")
+    ax.set_xlabel("sequence length N")
+    ax.set_ylabel("elements moved per (sequence, head)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_latency(table: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(6.0, 3.6)
+    modes = list(dict.fromkeys(table["mode"]))
+    for colour, mode in zip(sns.color_palette(PALETTE, len(modes)), modes):
+        rows = table[table["mode"] == mode].sort_values("n")
+        ax.loglog(rows["n"], rows["seconds"] * 1e3, marker="o", color=colour, label=mode)
+    ax.set_xlabel("sequence length N")
+    ax.set_ylabel("one-layer prefill (ms)")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_tasks(table: pd.DataFrame, title: str) -> Figure:
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.6), sharey=True, layout="constrained")
+    tasks = list(dict.fromkeys(table["task"]))
+    blocks = ["recurrent", "transformer"]
+    colours = sns.color_palette(PALETTE, 2)
+    x = np.arange(len(tasks))
+    for ax, metric, label in zip(axes, ("token_acc", "seq_acc"), ("token accuracy", "sequence accuracy")):
+        for j, block in enumerate(blocks):
+            values = table[table["block"] == block].set_index("task").reindex(tasks)[metric]
+            ax.bar(x + (j - 0.5) * 0.38, values, 0.36, color=colours[j], label=f"1 {block} layer")
+        ax.set_xticks(x, [t.replace("_", "\n") for t in tasks], fontsize=7)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def plot_lm_curves(curves: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(6.4, 3.8)
+    labels = list(dict.fromkeys(curves["label"]))
+    colours = dict(zip(labels, sns.color_palette(PALETTE, len(labels))))
+    first = curves["seed"].min()
+    for (label, seed), rows in curves.groupby(["label", "seed"], sort=False):
+        ax.plot(rows["step"], rows["val_loss"], marker="o", markersize=3, color=colours[label],
+                alpha=1.0 if seed == first else 0.45, label=label if seed == first else None)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("validation NLL")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_ablation(table: pd.DataFrame, title: str) -> Figure:
+    fig, ax = new_figure(5.6, 3.6)
+    colours = sns.color_palette(PALETTE, 2)
+    for colour, (kv_norm, rows) in zip(colours, table.groupby("kv_norm", sort=False)):
+        rows = rows.sort_values("lr")
+        ax.semilogx(rows["lr"], rows["test_nll"], marker="o", color=colour,
+                    label="with the pre-KV norm (Eq. 1-2)" if kv_norm else "without (App. E.2)")
+    ax.set_xlabel("peak learning rate")
+    ax.set_ylabel("test NLL")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig

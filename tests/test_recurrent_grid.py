@@ -1,0 +1,69 @@
+"""Chapter 04's grid and claims (rlib.recurrent.grid / .tables): run lists, parameter matching, bad configs, and
+claims judged from the numbers. The runs themselves execute in the smoke book (tests/test_smoke_book.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rlib.config import ConfigError
+from rlib.recurrent import grid, tables
+
+
+def test_shallow_models_keep_parameters_within_six_percent_below():
+    for profile in ("cpu", "gpu"):
+        cfg = grid.RecurrentConfig.preset(profile)
+        d, _ = cfg.lm_width
+        wide, heads = cfg.shallow_width()
+        assert wide % heads == 0 and wide // heads == d // cfg.lm_width[1]  # the head dim is kept
+        ratio = (cfg.lm_layers // 2) * wide**2 / (cfg.lm_layers * d**2)  # 12 L D^2 per model
+        assert 0.94 <= ratio <= 1.0, (profile, ratio)
+
+
+def test_run_lists_are_unique_and_pair_every_ablation_rate():
+    cfg = grid.RecurrentConfig.preset("cpu")
+    runs = grid.lm_runs(cfg)
+    names = [r.name for r in runs]
+    assert len(names) == len(set(names)) == 4 * len(cfg.lm_seeds) + 2 * len(cfg.ablation_lrs) - 1
+    ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]]
+    assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
+        (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
+    tasks = grid.task_runs(cfg)
+    assert len(tasks) == 2 * len(cfg.tasks) * len(cfg.task_seeds)
+
+
+def test_bad_configs_fail_before_any_work():
+    cfg = grid.RecurrentConfig.preset("smoke")
+    with pytest.raises(ConfigError, match=r"tasks \['sorting'\] unknown"):
+        cfg.override(tasks=(("sorting", 16),))
+    with pytest.raises(ConfigError, match="lm_layers=3"):
+        cfg.override(lm_layers=3)
+    with pytest.raises(ConfigError, match="d_model must be a multiple"):
+        cfg.override(lm_width=(30, 4))
+
+
+def test_counted_traffic_slopes():
+    table = grid.traffic_table(grid.RecurrentConfig.preset("cpu"))
+    assert table["naive_slope"].iloc[-1] == pytest.approx(2.0, abs=0.02)
+    assert 1.0 < table["tiled_slope"].iloc[-1] < 1.2
+
+
+def _claims(rt_seq: float, t_seq: float, rt_nll: float, t_nll: float, sd: float = 0.01):
+    exact = pd.DataFrame([{"n": 9, "dtype": "float32", "tiles": "reference", "max_abs_dz": 3e-7,
+                           "grad_rel_sq_err": 1e-13},
+                          {"n": 9, "dtype": "float64", "tiles": "reference", "max_abs_dz": 1e-15,
+                           "grad_rel_sq_err": 1e-30}])
+    traffic = grid.traffic_table(grid.RecurrentConfig.preset("smoke"))
+    tasks = pd.DataFrame([{"task": "copy", "block": "recurrent", "seq_acc": rt_seq},
+                          {"task": "copy", "block": "transformer", "seq_acc": t_seq}])
+    lm = pd.DataFrame([{"block": "recurrent", "depth": "shallow", "n_layers": 2, "d_model": 176, "params_m": 1.0,
+                        "kv_floats_per_token": 700, "test_nll": rt_nll, "test_nll_sd": sd, "seeds": 2},
+                       {"block": "transformer", "depth": "deep", "n_layers": 4, "d_model": 128, "params_m": 1.0,
+                        "kv_floats_per_token": 1024, "test_nll": t_nll, "test_nll_sd": sd, "seeds": 2}])
+    return tables.claims_table(exact, traffic, tasks, lm).set_index("claim")["held"].tolist()
+
+
+def test_claims_follow_the_numbers():
+    assert _claims(0.9, 0.05, 4.00, 4.02) == ["held", "held", "held", "held"]
+    assert _claims(0.1, 0.05, 4.10, 4.02)[2:] == ["not held", "not held"]
+    assert _claims(0.9, 0.05, 4.025, 4.02, sd=0.01)[3] == "held"  # within one seed s.d.
