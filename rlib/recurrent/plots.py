@@ -22,6 +22,15 @@ from rlib.plotting import PALETTE, new_figure
 __all__ = ["plot_ablation", "plot_latency", "plot_lm_curves", "plot_tasks", "plot_tile_schedule", "plot_traffic"]
 
 
+def _label(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
+    ax = fig.axes[0]
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
+
+
 def plot_tile_schedule(n: int, title: str) -> Figure:
     """Each cell (query j, key i < j) coloured by log2 of its tile's size; the diagonal is the temporary pair."""
     grid = np.full((n, n), np.nan)
@@ -44,11 +53,7 @@ def plot_traffic(table: pd.DataFrame, title: str) -> Figure:
     ax.loglog(table["n"], table["naive"], marker="o", color=colours[0], label="naive loop (reads t keys at step t)")
     ax.loglog(table["n"], table["tiled"], marker="o", color=colours[1], label="dyadic tiles")
     ax.loglog(table["n"], table["pairs"], linestyle="--", color="grey", label="(query, key) pairs scored")
-    ax.set_xlabel("sequence length N")
-    ax.set_ylabel("elements moved per (sequence, head)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return _label(fig, "sequence length N", "elements moved per (sequence, head)", title)
 
 
 def plot_latency(table: pd.DataFrame, title: str) -> Figure:
@@ -57,12 +62,8 @@ def plot_latency(table: pd.DataFrame, title: str) -> Figure:
     for colour, mode in zip(sns.color_palette(PALETTE, len(modes)), modes):
         rows = table[table["mode"] == mode].sort_values("n")
         ax.loglog(rows["n"], rows["seconds"] * 1e3, marker="o", color=colour, label=mode)
-    ax.set_xlabel("sequence length N")
-    ax.set_ylabel("one-layer prefill (ms)")
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return _label(fig, "sequence length N", "one-layer prefill (ms)", title)
 
 
 def plot_tasks(table: pd.DataFrame, title: str) -> Figure:
@@ -91,11 +92,7 @@ def plot_lm_curves(curves: pd.DataFrame, title: str) -> Figure:
     for (label, seed), rows in curves.groupby(["label", "seed"], sort=False):
         ax.plot(rows["step"], rows["val_loss"], marker="o", markersize=3, color=colours[label],
                 alpha=1.0 if seed == first else 0.45, label=label if seed == first else None)
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("validation NLL")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return _label(fig, "optimizer step", "validation NLL", title)
 
 
 def plot_ablation(table: pd.DataFrame, title: str) -> Figure:
@@ -105,8 +102,4 @@ def plot_ablation(table: pd.DataFrame, title: str) -> Figure:
         rows = rows.sort_values("lr")
         ax.semilogx(rows["lr"], rows["test_nll"], marker="o", color=colour,
                     label="with the pre-KV norm (Eq. 1-2)" if kv_norm else "without (App. E.2)")
-    ax.set_xlabel("peak learning rate")
-    ax.set_ylabel("test NLL")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return _label(fig, "peak learning rate", "test NLL", title)
