@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from kernels.tiled_prefill import tiles
 from rlib.plotting import PALETTE, new_figure
@@ -38,7 +39,9 @@ def plot_tile_schedule(n: int, title: str) -> Figure:
         grid[q0:q1, k0:k1] = np.log2(k1 - k0)
     fig, ax = new_figure(4.8, 4.4)
     image = ax.imshow(grid, cmap="viridis", interpolation="nearest")
-    ax.plot(range(n), range(n), "s", color="lightgrey", markersize=max(1.0, 120 / n))
+    for q0, q1, k0, k1 in tiles(n):  # outline each tile: neighbours of one size share a colour
+        ax.add_patch(Rectangle((k0 - 0.5, q0 - 0.5), k1 - k0, q1 - q0, fill=False, edgecolor="white", linewidth=0.8))
+    ax.plot(range(n), range(n), "s", color="lightgrey", markersize=max(1.0, 100 / n))
     ax.set_xlabel("key position i (persistent pairs)")
     ax.set_ylabel("query position j")
     ax.set_title(title)
