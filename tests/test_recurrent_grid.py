@@ -67,3 +67,13 @@ def test_claims_follow_the_numbers():
     assert _claims(0.9, 0.05, 4.00, 4.02) == ["held", "held", "held", "held"]
     assert _claims(0.1, 0.05, 4.10, 4.02)[2:] == ["not held", "not held"]
     assert _claims(0.9, 0.05, 4.025, 4.02, sd=0.01)[3] == "held"  # within one seed s.d.
+
+
+def test_theorem_4_1_closed_form_matches_autograd():
+    from rlib.recurrent import theory
+
+    assert theory.stirling_first(4) == [0, 6, 11, 6, 1] and sum(theory.stirling_first(6)) == 720
+    table = theory.jacobian_table(dim=4, n=8)
+    assert table["max_abs_err"].max() < 1e-12
+    last = table[table["t"] == 8].set_index("radius")["grad_norm"]
+    assert last[0.5] < last[0.9] < 2.0 < last[1.5]  # bounded below radius 1, growing above

@@ -6,6 +6,7 @@
     plot_tasks          token and sequence accuracy per synthetic task, RT vs Transformer (Figs. 5-6)
     plot_lm_curves      validation loss against training steps, deep vs shallow-wide (Table 1's runs)
     plot_ablation       test NLL against learning rate with and without the pre-KV norm (Fig. 7)
+    plot_gradient_paths ||dz_t/dx_1|| against t for several spectral radii of alpha V (Theorem 4.1)
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from matplotlib.patches import Rectangle
 from kernels.tiled_prefill import tiles
 from rlib.plotting import PALETTE, new_figure
 
-__all__ = ["plot_ablation", "plot_latency", "plot_lm_curves", "plot_tasks", "plot_tile_schedule", "plot_traffic"]
+__all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_tasks", "plot_tile_schedule",
+           "plot_traffic"]
 
 
 def _label(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -106,3 +108,16 @@ def plot_ablation(table: pd.DataFrame, title: str) -> Figure:
         ax.semilogx(rows["lr"], rows["test_nll"], marker="o", color=colour,
                     label="with the pre-KV norm (Eq. 1-2)" if kv_norm else "without (App. E.2)")
     return _label(fig, "peak learning rate", "test NLL", title)
+
+
+def plot_gradient_paths(table: pd.DataFrame, title: str) -> Figure:
+    """`rlib.recurrent.theory.jacobian_table`: the gradient from x_1 to z_t, and its one-hop (Transformer) part."""
+    fig, ax = new_figure(6.0, 3.6)
+    radii = list(dict.fromkeys(table["radius"]))
+    for colour, radius in zip(sns.color_palette(PALETTE, len(radii)), radii):
+        rows = table[table["radius"] == radius]
+        ax.semilogy(rows["t"], rows["grad_norm"], marker="o", color=colour, label=f"all paths, radius {radius:g}")
+        ax.semilogy(rows["t"], rows["one_hop_norm"], linestyle=":", color=colour, label=f"one hop, radius {radius:g}")
+    _label(fig, "position t", "||dz_t / dx_1|| (Frobenius)", title)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    return fig
