@@ -111,3 +111,18 @@ def test_impl_choice_is_checked():
     with pytest.raises(ValueError, match="impl='fast'"):
         resolve_impl("fast", "cpu")
     assert resolve_impl("reference", "cpu") == "reference"
+
+
+def test_benchmark_runs_and_reports_ratios(tmp_path, capsys):
+    import pandas as pd
+
+    from kernels.tiled_prefill import bench
+
+    bench.main(["--lengths", "8", "64", "--d-model", "16", "--heads", "2", "--batch", "1", "--repeats", "1",
+                "--modes", "naive", "tiled-reference", "transformer", "--out", str(tmp_path / "b.csv")])
+    table = pd.read_csv(tmp_path / "b.csv")
+    assert set(table["mode"]) == {"naive", "tiled-reference", "transformer"} and set(table["n"]) == {8, 64}
+    assert (table.loc[table["mode"] == "naive", "speedup_vs_naive"] == 1.0).all()
+    longest = table[table["n"] == 64]  # short sequences move more in accumulators than the loop reads
+    assert (longest["tiled_elements"] < longest["naive_elements"]).all()
+    assert "speedup_vs_naive" not in capsys.readouterr().err
