@@ -36,7 +36,7 @@ budget: float | None = None  # isoFLOP budget (forward FLOPs, paper convention);
 
 # %%
 from rlib import book, experiments
-from rlib.mor import chapter, grid, tables, uptrain
+from rlib.mor import budget_sweep, chapter, grid, tables, uptrain
 from rlib.mor import plots as mor_plots
 from rlib.mor.model import MoRDecoder
 
@@ -80,6 +80,15 @@ main = run.table(tables.main_table(results), "main")
 curves = tables.curves(results)
 run.figure(mor_plots.plot_curves(curves, f"Validation NLL vs training FLOPs (isoFLOP budget {cfg.budget:.2g})"),
            "loss_vs_flops");
+
+# %% [markdown]
+# The curves above show one schedule per model. Figure 3 instead trains each model anew at several budgets;
+# the sweep below retrains Vanilla, Recursive and MoR at fractions of the budget (first seed):
+
+# %%
+sweep = budget_sweep.run_sweep(cfg, budget_sweep.BudgetSweepConfig.preset(profile), work)
+budgets = run.table(budget_sweep.budget_table(results, sweep, cfg), "budget_sweep")
+run.figure(mor_plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "budget_sweep");
 
 # %% [markdown]
 # ## Router design (Tables 4, 10, 11)
@@ -183,7 +192,8 @@ run.figure(mor_plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with 
 # ## Claims
 
 # %%
-claims = run.table(tables.claims_table(results, cfg, agreement, kv_bytes, uptrain.claims(up_results)), "claims")
+claims = run.table(tables.claims_table(results, cfg, agreement, kv_bytes, uptrain.claims(up_results), budgets),
+                   "claims")
 for row in claims.itertuples():
     run.metric(f"claim/{row.claim}", row.held)
 run.finish()

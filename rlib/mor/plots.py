@@ -7,6 +7,7 @@
     plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
     plot_throughput      test NLL against measured decode speed-up over vanilla, at B and B = Max (Fig. 4a)
     plot_uptraining      NLL after up-training per initialization and sharing, reduced and full references (Table 9)
+    plot_budgets         test NLL against the isoFLOP budget per model (Fig. 3's axes)
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from matplotlib.figure import Figure
 
 from rlib.plotting import PALETTE, new_figure, style
 
-__all__ = ["plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs", "plot_throughput",
-           "plot_token_depths", "plot_uptraining"]
+__all__ = ["plot_budgets", "plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs",
+           "plot_throughput", "plot_token_depths", "plot_uptraining"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -177,4 +178,18 @@ def plot_uptraining(table: pd.DataFrame, title: str) -> Figure:
     ax.set_ylabel("test NLL after up-training")
     ax.set_title(title)
     ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def plot_budgets(table: pd.DataFrame, title: str) -> Figure:
+    """`rlib.mor.budget_sweep.budget_table`: one line per model over budgets, each point a separate run."""
+    fig, ax = new_figure(6.0, 3.6)
+    labels = list(dict.fromkeys(table["label"]))
+    for colour, label in zip(sns.color_palette(PALETTE, len(labels)), labels):
+        rows = table[table["label"] == label].sort_values("budget_flops")
+        ax.semilogx(rows["budget_flops"], rows["nll"], marker="o", color=colour, label=label)
+    ax.set_xlabel("training budget (forward FLOPs, paper convention)")
+    ax.set_ylabel("test NLL")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     return fig

@@ -129,7 +129,8 @@ def kv_bytes_table(models: dict[str, MoRDecoder], windows: torch.Tensor) -> pd.D
 
 def claims_table(results: list[dict[str, Any]], cfg, agreement: dict[str, float] | None,
                  kv_bytes: pd.DataFrame | None,
-                 uptrain_claims: list[tuple[str, bool | None, str]] = ()) -> pd.DataFrame:
+                 uptrain_claims: list[tuple[str, bool | None, str]] = (),
+                 budgets: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every claim of the issue, judged from the runs; `uptrain_claims` come from `rlib.mor.uptrain.claims`."""
     rows = []
 
@@ -190,6 +191,13 @@ def claims_table(results: list[dict[str, Any]], cfg, agreement: dict[str, float]
             "sharing)", bool((err <= tol).all()),
             "; ".join(f"{r.model}: measured {r.measured_ratio:.4f} vs {r.predicted_ratio:.4f}"
                       for r in routed.itertuples()))
+    if budgets is not None and len(budgets):
+        wide = budgets.pivot_table(index="budget_flops", columns="label", values="nll")
+        mor, rec = MoRSpec.expert(cfg.n_recursions).label(), MoRSpec.recursive(cfg.n_recursions).label()
+        if mor in wide and rec in wide:
+            add("MoR beats the Recursive model at every isoFLOP budget (Fig. 3; first seed)",
+                bool((wide[mor] < wide[rec]).all()),
+                "; ".join(f"{b:.2g} FLOPs: MoR {r[mor]:.4f} vs Recursive {r[rec]:.4f}" for b, r in wide.iterrows()))
     for claim in uptrain_claims:
         add(*claim)
     return pd.DataFrame(rows)
