@@ -1,7 +1,12 @@
 """The Recurrent Transformer (paper 002): layer-wise recurrent keys/values, its exact tiled prefill, decoding.
 
-    config   RTConfig: shapes, ALiBi/RoPE, GQA, the pre-KV norm switch (App. E.2), recurrent or Transformer block
-    layer    RTLayer: the maps of one layer (queries, temporary and persistent pairs, post-attention block)
-    naive    the position-by-position loop: the definition and the reference
-    tiled    the dyadic tile schedule (Algorithm 1) with a custom backward; tiles run in kernels.tiled_prefill
+    config     RTConfig: shapes, ALiBi/RoPE, GQA, the pre-KV norm switch (App. E.2), recurrent or Transformer block
+    layer      RTLayer: the maps of one layer (queries, temporary and persistent pairs, post-attention block)
+    naive      the position-by-position loop: the definition and the reference
+    tiled      the dyadic tile schedule (Algorithm 1) with a custom backward; tiles run in kernels.tiled_prefill
+    model      RTModel (embeddings, layers, head), KV-cached decoding, greedy generation
+    theory     Theorem 4.1's closed-form gradient, checked against autograd
+    tasks      the synthetic suite's generators (MAD tasks and copy)
+    synthetic  one-layer task models, training and token/sequence accuracy
+    grid       chapter 04's presets, cached run grids and live checks; tables and plots beside it
 """
