@@ -233,7 +233,8 @@ def table(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-MIDDLE_CLAIM = "Up-training: both Middle strategies beat Cycle and Sequence at every init, and the reduced baselines"
+MIDDLE_CLAIM = ("Up-training: both Middle strategies beat Cycle and Sequence at every init, and the reduced (loop 1) "
+                "baselines of the same init")
 SEQUENCE_CLAIM = "Up-training: Sequence with Step init beats Cycle with Step init"
 
 
@@ -241,21 +242,25 @@ def claims(results: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
     """The two Table 9 claims, judged from the measured NLLs: (claim, held or None if not measurable, evidence)."""
     nll = {(r["run"]["kind"], r["run"]["sharing"], r["run"]["init"]): r["after"]["nll"] for r in results}
     rec = {(s, i): v for (k, s, i), v in nll.items() if k == "recursive"}
-    reduced = [v for (k, _, _), v in nll.items() if k == "reduced"]
+    reduced = {(s, i): v for (k, s, i), v in nll.items() if k == "reduced"}
     inits = sorted({i for _, i in rec})
     out: list[tuple[str, bool | None, str]] = []
     settings = [i for i in inits if all((s, i) in rec for s in looping.SHARINGS)]
     if settings:
-        wins = [i for i in settings
-                if max(rec["middle_cycle", i], rec["middle_sequence", i]) < min(rec["cycle", i], rec["sequence", i])]
-        middle = [v for (s, _), v in rec.items() if s.startswith("middle")]
-        beat = bool(reduced) and max(middle) < min(reduced)
-        evidence = "; ".join(f"{SHORT[i]}: M-Cyc {rec['middle_cycle', i]:.3f}, M-Seq {rec['middle_sequence', i]:.3f}, "
-                             f"Cyc {rec['cycle', i]:.3f}, Seq {rec['sequence', i]:.3f}" for i in settings)
-        if reduced:
-            evidence += f"; best reduced (loop 1) {min(reduced):.3f}, worst Middle {max(middle):.3f}"
-        out.append((MIDDLE_CLAIM, len(wins) == len(settings) and beat,
-                    f"Middle wins at {len(wins)}/{len(settings)} inits; {evidence}"))
+        # per initialization, as the paper's Table 9 reads: both Middle runs below Cycle and Sequence, and below
+        # every reduced (loop 1) run of the same initialization (the paper's own Middle-Cyc Avg, 2.7314, is above
+        # its Step loop-1 row, 2.7168, so the claim cannot mean every reduced row)
+        held, parts = True, []
+        for i in settings:
+            worst_middle = max(rec["middle_cycle", i], rec["middle_sequence", i])
+            same_init = [v for (_, j), v in reduced.items() if j == i]
+            ok = worst_middle < min(rec["cycle", i], rec["sequence", i]) and all(worst_middle < v for v in same_init)
+            held &= ok
+            parts.append(f"{SHORT[i]}: M-Cyc {rec['middle_cycle', i]:.3f}, M-Seq {rec['middle_sequence', i]:.3f}, "
+                         f"Cyc {rec['cycle', i]:.3f}, Seq {rec['sequence', i]:.3f}"
+                         + (f", loop 1 {', '.join(f'{v:.3f}' for v in same_init)}" if same_init else "")
+                         + ("" if ok else " (fails)"))
+        out.append((MIDDLE_CLAIM, held, "; ".join(parts)))
     else:
         out.append((MIDDLE_CLAIM, None, "no initialization was run under all four sharing strategies"))
     if ("cycle", "stepwise") in rec and ("sequence", "stepwise") in rec:
