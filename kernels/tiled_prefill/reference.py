@@ -42,10 +42,10 @@ def _rows(x: torch.Tensor, heads: int, k0: int, k1: int, dtype: torch.dtype) -> 
     return rows if rows.shape[1] == heads else rows.repeat_interleave(heads // rows.shape[1], dim=1)
 
 
-def _scores(q: torch.Tensor, k: torch.Tensor, slopes: torch.Tensor | None, q0: int, q1: int, k0: int,
+def _scores(q: torch.Tensor, keys: torch.Tensor, slopes: torch.Tensor | None, q0: int, q1: int, k0: int,
             k1: int, dtype: torch.dtype) -> torch.Tensor:
     """S = q[q0:q1] k[k0:k1]^T (+ ALiBi) in `dtype` (fp32, or fp64 in the tests) -> [B, H, q1 - q0, k1 - k0]."""
-    scores = q[:, :, q0:q1].to(dtype) @ _rows(k, q.shape[1], k0, k1, dtype).transpose(-1, -2)
+    scores = q[:, :, q0:q1].to(dtype) @ keys.transpose(-1, -2)  # keys: rows [k0, k1) from `_rows`
     if slopes is not None:
         dist = (torch.arange(q0, q1, device=q.device)[:, None] - torch.arange(k0, k1, device=q.device)[None, :])
         scores = scores - slopes.to(dtype)[:, None, None] * dist.to(dtype)
@@ -56,7 +56,7 @@ def _scores(q: torch.Tensor, k: torch.Tensor, slopes: torch.Tensor | None, q0: i
 def update_tile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Tensor, m: torch.Tensor,
                 l: torch.Tensor, q0: int, q1: int, k0: int, k1: int, slopes: torch.Tensor | None = None) -> None:  # noqa: E741
     """Algorithm 2 (UpdateTile), in place on acc, m, l rows [q0, q1)."""
-    scores = _scores(q, k, slopes, q0, q1, k0, k1, acc.dtype)  # [B, H, tq, tk]
+    scores = _scores(q, _rows(k, q.shape[1], k0, k1, acc.dtype), slopes, q0, q1, k0, k1, acc.dtype)  # [B, H, tq, tk]
     m_old = m[:, :, q0:q1]
     m_new = torch.maximum(m_old, scores.amax(dim=-1))
     p = torch.exp(scores - m_new[..., None])
@@ -77,9 +77,9 @@ def tile_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.
     [B, H, N, d] (per query head; GQA groups are summed by the caller) are fp32.
     """
     dtype = dq.dtype
-    p = torch.exp(_scores(q, k, slopes, q0, q1, k0, k1, dtype) - lse[:, :, q0:q1, None])  # [B, H, tq, tk]
-    g = grad_a[:, :, q0:q1].to(dtype)  # [B, H, tq, d]
     values, keys = _rows(v, q.shape[1], k0, k1, dtype), _rows(k, q.shape[1], k0, k1, dtype)
+    p = torch.exp(_scores(q, keys, slopes, q0, q1, k0, k1, dtype) - lse[:, :, q0:q1, None])  # [B, H, tq, tk]
+    g = grad_a[:, :, q0:q1].to(dtype)  # [B, H, tq, d]
     dv[:, :, k0:k1] += p.transpose(-1, -2) @ g
     ds = p * (g @ values.transpose(-1, -2) - delta[:, :, q0:q1, None])
     dk[:, :, k0:k1] += ds.transpose(-1, -2) @ q[:, :, q0:q1].to(dtype)
