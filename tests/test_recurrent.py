@@ -131,3 +131,16 @@ def test_bad_configs_name_the_field():
     with pytest.raises(ValueError, match="schedule='parallel'"):
         RTModel(RTConfig(vocab_size=8, d_model=8, n_layers=1, n_heads=2))(torch.zeros(1, 3, dtype=torch.long),
                                                                             schedule="parallel")
+
+
+def test_default_init_follows_the_official_scheme():
+    model = RTModel(RTConfig(vocab_size=512, d_model=256, n_layers=2, n_heads=4), seed=0)
+    layer = model.layers[0]
+    expected = {model.embed: 256 ** -0.5, model.head: 256 ** -0.5, layer.q_proj: 256 ** -0.5,
+                layer.up: 256 ** -0.5, layer.o_proj: 512 ** -0.5, layer.down: 2048 ** -0.5}
+    for module, std in expected.items():
+        weight = module.weight
+        assert weight.std().item() == pytest.approx(std, rel=0.05)
+        assert weight.abs().max().item() <= 3 * std + 1e-6  # truncated at 3 sigma
+    plain = RTModel(RTConfig(vocab_size=64, d_model=32, n_layers=1, n_heads=2), seed=0, std=0.3)
+    assert plain.layers[0].down.weight.std().item() == pytest.approx(0.3, rel=0.1)

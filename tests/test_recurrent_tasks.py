@@ -98,3 +98,19 @@ def test_one_layer_learns_memorization_and_the_compression_head_runs(block):
     head = TaskModel(RTConfig(vocab_size=16, d_model=16, n_layers=1, n_heads=2, block=block), "compress", 12,
                      tile_impl="reference")
     assert head(comp.inputs).shape == (4, 12, 16)
+
+
+@pytest.mark.parametrize("loss_on", ["all", "scored"])
+def test_fit_takes_its_loss_on_the_chosen_targets(loss_on):
+    data = make_task("in_context_recall", 16, 16, seed=0)
+    config = RTConfig(vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2)
+    model = TaskModel(config, "lm", 16, tile_impl="reference")
+    with torch.no_grad():  # the loss fit reports is the one of its first (and only) step, before the update
+        logits = model(data.inputs).flatten(0, 1)
+    expected = {name: torch.nn.functional.cross_entropy(logits, targets.flatten(), ignore_index=IGNORE).item()
+                for name, targets in (("all", data.train_targets), ("scored", data.targets))}
+    assert expected["all"] != pytest.approx(expected["scored"], abs=1e-3)
+    trained = fit(model, data, FitConfig(epochs=1, batch_size=16, lr=1e-3, loss_on=loss_on))
+    assert trained["final_loss"] == pytest.approx(expected[loss_on], rel=1e-5)
+    with pytest.raises(ConfigError, match="loss_on='every'"):
+        FitConfig(epochs=1, batch_size=1, lr=1e-3, loss_on="every")

@@ -30,7 +30,7 @@ from rlib.progress import progress
 from rlib.recurrent.config import RTConfig
 from rlib.recurrent.model import RTModel
 from rlib.recurrent.naive import naive_layer
-from rlib.recurrent.synthetic import FitConfig, TaskModel, evaluate, fit
+from rlib.recurrent.synthetic import LOSS_TARGETS, FitConfig, TaskModel, evaluate, fit
 from rlib.recurrent.tasks import TASKS, make_task
 from rlib.recurrent.tiled import tiled_layer
 from rlib.train import TrainConfig, train
@@ -58,6 +58,7 @@ class RecurrentConfig(Preset):
     task_width: tuple[int, int]  # (d_model, heads) of the one-layer task models
     task_epochs: int
     task_batch: int
+    task_loss: str  # "all" next tokens (MAD) or only the "scored" targets; see rlib.recurrent.synthetic
     task_lr: float
     task_seeds: tuple[int, ...]
     tokenizer: str
@@ -78,7 +79,7 @@ class RecurrentConfig(Preset):
         "smoke": dict(
             check_lengths=(7,), traffic_lengths=(64, 256, 1024), latency_lengths=(16, 32), latency_shape=(32, 2, 2),
             tasks=(("in_context_recall", 16), ("copy", 16)), task_train=16, task_test=8, task_width=(16, 2),
-            task_epochs=1, task_batch=8, task_lr=3e-3, task_seeds=(0,), tokenizer="smollm2-135m",
+            task_epochs=1, task_batch=8, task_lr=3e-3, task_loss="scored", task_seeds=(0,), tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
             lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_val_windows=2, lm_test_windows=2),
         "cpu": dict(
@@ -87,7 +88,8 @@ class RecurrentConfig(Preset):
             tasks=(("in_context_recall", 64), ("noisy_recall", 64), ("fuzzy_recall", 64),
                    ("selective_copying", 64), ("compression", 32), ("memorization", 32), ("copy", 64)),
             task_train=2048, task_test=512, task_width=(64, 4), task_epochs=8, task_batch=64, task_lr=3e-3,
-            task_seeds=(0,), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096, lm_seq_len=64,
+            task_loss="scored", task_seeds=(0,), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
+            lm_seq_len=64,
             lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
             ablation_lrs=(1e-3, 3e-3, 1e-2), lm_val_windows=32, lm_test_windows=64),
         "gpu": dict(
@@ -96,7 +98,7 @@ class RecurrentConfig(Preset):
             tasks=(("in_context_recall", 128), ("noisy_recall", 128), ("fuzzy_recall", 128),
                    ("selective_copying", 256), ("compression", 32), ("memorization", 32), ("copy", 128)),
             task_train=12_800, task_test=1280, task_width=(128, 8), task_epochs=50, task_batch=128, task_lr=1e-3,
-            task_seeds=(0, 1, 2), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0,
+            task_loss="all", task_seeds=(0, 1, 2), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0,
             lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
             lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_val_windows=128, lm_test_windows=512),
     }
@@ -113,6 +115,8 @@ class RecurrentConfig(Preset):
         d, heads = self.lm_width
         if d % heads:
             raise ConfigError(f"lm_width={self.lm_width}: d_model must be a multiple of the heads")
+        if self.task_loss not in LOSS_TARGETS:
+            raise ConfigError(f"task_loss={self.task_loss!r}: choose from {list(LOSS_TARGETS)}")
         if not self.lm_seeds or not self.task_seeds:
             raise ConfigError("lm_seeds and task_seeds must name at least one seed")
 
@@ -231,7 +235,8 @@ def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
     config = RTConfig(vocab_size=train_data.vocab_size, d_model=d, n_layers=1, n_heads=heads, block=run.block)
     torch.manual_seed(run.seed)
     model = TaskModel(config, train_data.head, run.seq_len, seed=run.seed)
-    trained = fit(model, train_data, FitConfig(cfg.task_epochs, cfg.task_batch, cfg.task_lr, seed=run.seed),
+    trained = fit(model, train_data, FitConfig(cfg.task_epochs, cfg.task_batch, cfg.task_lr, seed=run.seed,
+                                                     loss_on=cfg.task_loss),
                   desc=run.name)
     return {"name": run.name, **dataclasses.asdict(run), "train": trained, "test": evaluate(model, test_data)}
 
@@ -241,7 +246,7 @@ def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
     results = []
     for run in progress(task_runs(cfg), desc="task runs", unit="run"):
         key = experiments.digest(run, cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs,
-                                 cfg.task_batch, cfg.task_lr, code)
+                                 cfg.task_batch, cfg.task_lr, cfg.task_loss, code)
         results.append(experiments.cached(Path(work) / run.name, key, lambda r=run: run_task(r, cfg)))
     return results
 
