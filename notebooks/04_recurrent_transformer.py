@@ -134,6 +134,16 @@ task_table = run.table(tables.task_table(task_results), "tasks")
 run.figure(rt_plots.plot_tasks(task_table, "One RT layer vs one Transformer layer"), "tasks");
 
 # %% [markdown]
+# Two training choices decide whether one RT layer learns recall at this scale, and the chapter states both.
+# MAD trains on every next token, half of which (the keys) are unpredictable; in our probes that loss kept the RT
+# layer at chance on recall for thousands of steps, so the tasks train on the scored targets and this table repeats
+# recall with MAD's loss. The ALiBi slopes are the other: the layer's previous-token head needs a steep one, so the
+# four heads use MAD's steepest slopes (max bias 2 with 4 heads, as max bias 8 with MAD's 16 heads).
+
+# %%
+run.table(tables.loss_table(task_results), "task_loss");
+
+# %% [markdown]
 # ## Depth for width at fixed parameters (Table 1) and the pre-KV norm (Fig. 7)
 #
 # L layers of width D against L/2 layers of width ~√2·D (about the same parameters, a √2 smaller KV cache), for both

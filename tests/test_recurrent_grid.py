@@ -29,7 +29,11 @@ def test_run_lists_are_unique_and_pair_every_ablation_rate():
     assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
     tasks = grid.task_runs(cfg)
-    assert len(tasks) == 2 * len(cfg.tasks) * len(cfg.task_seeds)
+    assert len({t.name for t in tasks}) == len(tasks) == 2 * len(cfg.tasks) * len(cfg.task_seeds) + 2 * len(
+        cfg.loss_ablation_tasks)
+    ablated = [t for t in tasks if t.ablation]
+    assert {t.loss_on for t in ablated} == {"all"} and {t.loss_on for t in tasks if not t.ablation} == {"scored"}
+    assert {t.block for t in ablated} == {"recurrent", "transformer"}
 
 
 def test_bad_configs_fail_before_any_work():
@@ -40,6 +44,10 @@ def test_bad_configs_fail_before_any_work():
         cfg.override(lm_layers=3)
     with pytest.raises(ConfigError, match="d_model must be a multiple"):
         cfg.override(lm_width=(30, 4))
+    with pytest.raises(ConfigError, match="task_loss='none'"):
+        cfg.override(task_loss="none")
+    with pytest.raises(ConfigError, match=r"loss_ablation_tasks \['memorization'\] are not in tasks"):
+        cfg.override(loss_ablation_tasks=("memorization",))
 
 
 def test_counted_traffic_slopes():
@@ -77,3 +85,18 @@ def test_theorem_4_1_closed_form_matches_autograd():
     assert table["max_abs_err"].max() < 1e-12
     last = table[table["t"] == 8].set_index("radius")["grad_norm"]
     assert last[0.5] < last[0.9] < 2.0 < last[1.5]  # bounded below radius 1, growing above
+
+
+def test_task_tables_keep_the_loss_ablation_apart():
+    def record(block, loss_on, ablation, acc):
+        return {"task": "in_context_recall", "block": block, "seed": 0, "loss_on": loss_on, "ablation": ablation,
+                "test": {"token_acc": acc, "seq_acc": acc / 2}, "train": {"seconds": 60.0}}
+
+    results = [record("recurrent", "scored", False, 0.9), record("transformer", "scored", False, 0.5),
+               record("recurrent", "all", True, 0.1), record("transformer", "all", True, 0.4)]
+    main = tables.task_table(results)
+    assert list(main["token_acc"]) == [0.9, 0.5]
+    losses = tables.loss_table(results)
+    assert list(zip(losses["block"], losses["loss_on"], losses["token_acc"])) == [
+        ("recurrent", "all", 0.1), ("recurrent", "scored", 0.9), ("transformer", "all", 0.4),
+        ("transformer", "scored", 0.5)]

@@ -59,6 +59,8 @@ class RecurrentConfig(Preset):
     task_epochs: int
     task_batch: int
     task_loss: str  # "all" next tokens (MAD) or only the "scored" targets; see rlib.recurrent.synthetic
+    loss_ablation_tasks: tuple[str, ...]  # tasks also trained (first seed) with the other loss, both blocks
+    task_alibi_max_bias: float  # slopes 2^(-b (h + 1) / H); b = 2 with 4 heads gives MAD's 16-head steepest slopes
     task_lr: float
     task_seeds: tuple[int, ...]
     tokenizer: str
@@ -79,7 +81,9 @@ class RecurrentConfig(Preset):
         "smoke": dict(
             check_lengths=(7,), traffic_lengths=(64, 256, 1024), latency_lengths=(16, 32), latency_shape=(32, 2, 2),
             tasks=(("in_context_recall", 16), ("copy", 16)), task_train=16, task_test=8, task_width=(16, 2),
-            task_epochs=1, task_batch=8, task_lr=3e-3, task_loss="scored", task_seeds=(0,), tokenizer="smollm2-135m",
+            task_epochs=1, task_batch=8, task_lr=3e-3, task_loss="scored",
+            loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=2.0, task_seeds=(0,),
+            tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
             lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_val_windows=2, lm_test_windows=2),
         "cpu": dict(
@@ -87,8 +91,9 @@ class RecurrentConfig(Preset):
             latency_shape=(256, 4, 4),
             tasks=(("in_context_recall", 64), ("noisy_recall", 64), ("fuzzy_recall", 64),
                    ("selective_copying", 64), ("compression", 32), ("memorization", 32), ("copy", 64)),
-            task_train=2048, task_test=512, task_width=(64, 4), task_epochs=8, task_batch=64, task_lr=3e-3,
-            task_loss="scored", task_seeds=(0,), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
+            task_train=12_800, task_test=1280, task_width=(64, 4), task_epochs=5, task_batch=64, task_lr=3e-3,
+            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=2.0, task_seeds=(0,),
+            tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
             lm_seq_len=64,
             lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
             ablation_lrs=(1e-3, 3e-3, 1e-2), lm_val_windows=32, lm_test_windows=64),
@@ -98,18 +103,23 @@ class RecurrentConfig(Preset):
             tasks=(("in_context_recall", 128), ("noisy_recall", 128), ("fuzzy_recall", 128),
                    ("selective_copying", 256), ("compression", 32), ("memorization", 32), ("copy", 128)),
             task_train=12_800, task_test=1280, task_width=(128, 8), task_epochs=50, task_batch=128, task_lr=1e-3,
-            task_loss="all", task_seeds=(0, 1, 2), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0,
+            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=4.0,
+            task_seeds=(0, 1, 2), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0,
             lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
             lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_val_windows=128, lm_test_windows=512),
     }
 
     def __post_init__(self) -> None:
-        for field in ("check_lengths", "traffic_lengths", "latency_lengths", "task_seeds", "lm_seeds", "ablation_lrs"):
+        for field in ("check_lengths", "traffic_lengths", "latency_lengths", "task_seeds", "lm_seeds", "ablation_lrs",
+                      "loss_ablation_tasks"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         object.__setattr__(self, "tasks", tuple(tuple(t) for t in self.tasks))
         unknown = [name for name, _ in self.tasks if name not in TASKS]
         if unknown:
             raise ConfigError(f"tasks {unknown} unknown; choose from {sorted(TASKS)}")
+        missing = [name for name in self.loss_ablation_tasks if name not in dict(self.tasks)]
+        if missing:
+            raise ConfigError(f"loss_ablation_tasks {missing} are not in tasks {[name for name, _ in self.tasks]}")
         if self.lm_layers < 2 or self.lm_layers % 2:
             raise ConfigError(f"lm_layers={self.lm_layers}: the shallow models need an even L >= 2")
         d, heads = self.lm_width
@@ -215,15 +225,23 @@ class TaskRun:
     seq_len: int
     block: str  # "recurrent" | "transformer"
     seed: int
+    loss_on: str  # "all" | "scored" (rlib.recurrent.synthetic.FitConfig)
+    ablation: bool = False  # trained with the other loss than the preset's (the loss ablation)
 
     @property
     def name(self) -> str:
-        return f"task-{self.task}-{self.block}-s{self.seed}"
+        return f"task-{self.task}-{self.block}-s{self.seed}" + (f"-loss-{self.loss_on}" if self.ablation else "")
 
 
 def task_runs(cfg: RecurrentConfig) -> list[TaskRun]:
-    return [TaskRun(task, seq_len, block, seed) for task, seq_len in cfg.tasks for seed in cfg.task_seeds
+    """Every task x seed x block with the preset's loss, then the loss ablation (first seed, the other loss)."""
+    runs = [TaskRun(task, seq_len, block, seed, cfg.task_loss) for task, seq_len in cfg.tasks for seed in cfg.task_seeds
             for block in ("recurrent", "transformer")]
+    other = next(loss for loss in LOSS_TARGETS if loss != cfg.task_loss)
+    lengths = dict(cfg.tasks)
+    runs += [TaskRun(task, lengths[task], block, cfg.task_seeds[0], other, ablation=True)
+             for task in cfg.loss_ablation_tasks for block in ("recurrent", "transformer")]
+    return runs
 
 
 def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
@@ -232,11 +250,12 @@ def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
     if run.task == "memorization":  # a memorised map is scored on the pairs it was trained on (MAD does too)
         test_data = train_data.subset(slice(0, cfg.task_test))
     d, heads = cfg.task_width
-    config = RTConfig(vocab_size=train_data.vocab_size, d_model=d, n_layers=1, n_heads=heads, block=run.block)
+    config = RTConfig(vocab_size=train_data.vocab_size, d_model=d, n_layers=1, n_heads=heads, block=run.block,
+                      alibi_max_bias=cfg.task_alibi_max_bias)
     torch.manual_seed(run.seed)
     model = TaskModel(config, train_data.head, run.seq_len, seed=run.seed)
     trained = fit(model, train_data, FitConfig(cfg.task_epochs, cfg.task_batch, cfg.task_lr, seed=run.seed,
-                                                     loss_on=cfg.task_loss),
+                                                     loss_on=run.loss_on),
                   desc=run.name)
     return {"name": run.name, **dataclasses.asdict(run), "train": trained, "test": evaluate(model, test_data)}
 
@@ -246,7 +265,7 @@ def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
     results = []
     for run in progress(task_runs(cfg), desc="task runs", unit="run"):
         key = experiments.digest(run, cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs,
-                                 cfg.task_batch, cfg.task_lr, cfg.task_loss, code)
+                                 cfg.task_batch, cfg.task_lr, cfg.task_alibi_max_bias, code)
         results.append(experiments.cached(Path(work) / run.name, key, lambda r=run: run_task(r, cfg)))
     return results
 

@@ -1,6 +1,7 @@
 """Chapter 04's tables and claims from its run records (paper 002: Figs. 4-7, Table 1).
 
     task_table       per task and block: token and sequence accuracy, mean over seeds (Figs. 5-6)
+    loss_table       the loss ablation: tasks trained on every next token (MAD) and on the scored targets only
     lm_table         Transformer vs RT, deep vs shallow-wide: parameters, KV-cache per token, test NLL (Table 1)
     ablation_table   shallow RT with and without the pre-KV norm over learning rates (Fig. 7)
     lm_curves        validation loss against steps for every run
@@ -14,16 +15,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["ablation_table", "claims_table", "lm_curves", "lm_table", "task_table"]
+__all__ = ["ablation_table", "claims_table", "lm_curves", "lm_table", "loss_table", "task_table"]
+
+
+def _task_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{"task": r["task"], "block": r["block"], "seed": r["seed"], "loss_on": r["loss_on"],
+                          "ablation": r["ablation"], "token_acc": r["test"]["token_acc"],
+                          "seq_acc": r["test"]["seq_acc"], "minutes": r["train"]["seconds"] / 60} for r in results])
 
 
 def task_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    rows = [{"task": r["task"], "block": r["block"], "seed": r["seed"], "token_acc": r["test"]["token_acc"],
-             "seq_acc": r["test"]["seq_acc"], "minutes": r["train"]["seconds"] / 60} for r in results]
-    df = pd.DataFrame(rows)
+    """The main runs (the preset's loss), mean and s.d. over seeds."""
+    df = _task_rows(results)
+    df = df[~df["ablation"]]
     return df.groupby(["task", "block"], sort=False).agg(
         token_acc=("token_acc", "mean"), seq_acc=("seq_acc", "mean"), token_acc_sd=("token_acc", "std"),
         seeds=("seed", "count"), minutes=("minutes", "mean")).reset_index()
+
+
+def loss_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """For each ablated task, block and loss: the first seed's accuracies (one row per loss)."""
+    df = _task_rows(results)
+    ablated = set(df.loc[df["ablation"], "task"])
+    df = df[df["task"].isin(ablated) & (df["seed"] == df["seed"].min())]
+    return df[["task", "block", "loss_on", "token_acc", "seq_acc", "minutes"]].sort_values(
+        ["task", "block", "loss_on"]).reset_index(drop=True)
 
 
 def _lm_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
