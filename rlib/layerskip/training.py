@@ -1,0 +1,144 @@
+"""LayerSkip training (paper 004, Sec. 4.1): per-sample layer dropout and the early-exit loss through the shared head.
+
+`LayerSkipDecoder` wraps a plain `Decoder` (identity plan). In training mode layer l skips its whole block for a
+sample with probability p(l, t) (`rlib.layerskip.schedules`): the dropped samples pass through unchanged (no
+1/(1 - p) rescaling, Eq. 1), and only the kept ones run the block, as the paper does (gather, run, scatter). The
+masks come from a generator seeded by (seed, forward call), so every data-parallel rank draws the same masks and
+drops the same number of samples per layer. Evaluation runs every layer. Each forward keeps every layer's output
+for the loss hook; the logits it returns are the last layer's, which is what `rlib.train` sees.
+
+`LayerSkipLoss` is an `rlib.train.LossHook`. The trainer always adds the last layer's cross-entropy ("ce"), so the
+hook returns "exit" = J - ce, and the optimized loss is exactly Eq. 5:
+
+    J = sum_l e~(t, l) CE(head(x_{l+1}), Y)        e~ from the curriculum at step t (Eq. 6)
+
+The training step t drives both schedules. The wrapper counts its training forwards (a persistent buffer, so it
+resumes with a checkpoint) and divides by the gradient-accumulation steps; the hook, which the trainer hands the
+true step, refuses to go on if the two disagree.
+
+    model = LayerSkipDecoder(decoder, p_max=0.1, total_steps=cfg.max_steps, accumulation_steps=accum)
+    train(model, windows, cfg, out, hooks=[LayerSkipLoss(model, e_scale=0.2, curriculum="rotational", rotation=4)])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from rlib.config import ConfigError
+from rlib.layerskip.schedules import CURRICULA, curriculum_mask, dropout_rates, exit_loss_weights
+from rlib.model import Decoder
+from rlib.train import next_token_loss
+
+__all__ = ["LayerSkipDecoder", "LayerSkipLoss"]
+
+
+class LayerSkipDecoder(nn.Module):
+    """A Decoder with LayerSkip's layer dropout in training mode; keeps every layer's output (module docstring)."""
+
+    def __init__(self, decoder: Decoder, p_max: float = 0.0, time_schedule: str = "constant", total_steps: int = 1,
+                 accumulation_steps: int = 1, seed: int = 0):
+        super().__init__()
+        if not decoder.plan.is_identity(decoder.config.n_layers):
+            raise ConfigError("LayerSkip needs a plain decoder (identity execution plan), not a looped one")
+        if accumulation_steps < 1:
+            raise ConfigError(f"accumulation_steps={accumulation_steps} must be >= 1")
+        dropout_rates(decoder.config.n_layers, p_max, 0, total_steps, time_schedule)  # validates every argument
+        self.decoder = decoder
+        self.p_max, self.time_schedule, self.total_steps = p_max, time_schedule, total_steps
+        self.accumulation_steps, self.seed = accumulation_steps, seed
+        self.register_buffer("training_forwards", torch.zeros((), dtype=torch.long), persistent=True)
+        self.hidden_states: list[torch.Tensor] = []  # the last forward's layer outputs, n_layers x [B, T, D]
+        self.kept: list[torch.Tensor] | None = None  # the last forward's masks, n_layers x [B] bool (None: no dropout)
+        self.last_step: int | None = None  # the training step the last training forward used
+
+    @property
+    def config(self):
+        return self.decoder.config
+
+    @property
+    def n_layers(self) -> int:
+        return self.decoder.config.n_layers
+
+    @property
+    def step(self) -> int:
+        """The training step of the next training forward."""
+        return min(int(self.training_forwards) // self.accumulation_steps, self.total_steps - 1)
+
+    def rates(self, step: int) -> list[float]:
+        return dropout_rates(self.n_layers, self.p_max, step, self.total_steps, self.time_schedule)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.decoder.head(hidden)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """input_ids [B, T] -> the last layer's logits [B, T, V]; every layer's output stays in `hidden_states`."""
+        if not self.training:
+            out = self.decoder(input_ids, return_hidden=True)
+            self.hidden_states, self.kept = out.hidden_states, None
+            return out.logits
+        step = self.step
+        rates = self.rates(step)
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + int(self.training_forwards))
+        batch, tokens = input_ids.shape
+        positions = torch.arange(tokens, device=input_ids.device).expand(batch, tokens)  # [B, T]
+        x = self.decoder.embed_tokens(input_ids)  # [B, T, D]
+        ctx = self.decoder.context(positions, x.dtype, None, plain_causal=True)
+        hidden, kept = [], []
+        for layer, rate in enumerate(rates):
+            keep = torch.rand(batch, generator=generator) >= rate  # [B], drawn on the CPU: identical on every rank
+            if bool(keep.all()):
+                x = self.decoder.run_step(layer, x, ctx)
+            elif bool(keep.any()):
+                rows = keep.nonzero().squeeze(1).to(x.device)  # [b]
+                sub_ctx = self.decoder.context(positions[rows], x.dtype, None, plain_causal=True)
+                x = x.index_copy(0, rows, self.decoder.run_step(layer, x[rows], sub_ctx))
+            hidden.append(x)
+            kept.append(keep)
+        self.training_forwards += 1
+        self.hidden_states, self.kept, self.last_step = hidden, kept, step
+        return self.decoder.head(x)
+
+
+@dataclass
+class LayerSkipLoss:
+    """The early-exit loss of Eq. 5-6 as a trainer hook (module docstring); e_scale = 0 is plain training."""
+
+    model: LayerSkipDecoder
+    e_scale: float
+    curriculum: str = "rotational"
+    rotation: int | None = None  # R of the rotational curriculum (None = L - 1, the paper's common choice)
+    total_steps: int | None = None  # T of the gradual curriculum (None = the model's)
+
+    def __post_init__(self) -> None:
+        if self.curriculum not in CURRICULA:
+            raise ConfigError(f"curriculum {self.curriculum!r} unknown; choose from {list(CURRICULA)}")
+        if self.rotation is None:
+            self.rotation = self.model.n_layers - 1
+        self.total_steps = self.total_steps or self.model.total_steps
+        self.weights(0)  # validates e_scale, rotation and the step range
+
+    def weights(self, step: int) -> list[float]:
+        """e~(t, l) for every layer at `step` (the last step's weights after the end of the schedule)."""
+        step = min(step, self.total_steps - 1)
+        return exit_loss_weights(self.model.n_layers, self.e_scale, self.curriculum, step, self.total_steps,
+                                 self.rotation)
+
+    def enabled(self, step: int) -> list[bool]:
+        step = min(step, self.total_steps - 1)
+        return curriculum_mask(self.model.n_layers, self.curriculum, step, self.total_steps, self.rotation)
+
+    def loss(self, step: int, batch: torch.Tensor, logits: torch.Tensor, model: nn.Module) -> dict[str, torch.Tensor]:
+        wrapped = self.model
+        if wrapped.training and wrapped.last_step != min(step, wrapped.total_steps - 1):
+            raise ConfigError(f"LayerSkipDecoder ran step {wrapped.last_step} but the trainer is at step {step}: "
+                              f"pass accumulation_steps = the trainer's ({wrapped.accumulation_steps} given) and do "
+                              "not call the model in training mode outside the trainer")
+        weights = self.weights(step)
+        exit_term = (weights[-1] - 1.0) * next_token_loss(logits, batch)
+        for layer, weight in enumerate(weights[:-1]):
+            if weight > 0:
+                exit_term = exit_term + weight * next_token_loss(wrapped.head(wrapped.hidden_states[layer]), batch)
+        return {"exit": exit_term}
