@@ -1,5 +1,7 @@
 """LayerSkip (paper 004): layer dropout, the early-exit loss and self-speculative decoding.
 
-    schedules   the dropout rates p(l, t) and early-exit loss weights e~(t, l) with their curricula (Eq. 1-6)
-    training    LayerSkipDecoder (per-sample layer dropout over a Decoder) and the LayerSkipLoss trainer hook
+    schedules    the dropout rates p(l, t) and early-exit loss weights e~(t, l) with their curricula (Eq. 1-6)
+    training     LayerSkipDecoder (per-sample layer dropout over a Decoder) and the LayerSkipLoss trainer hook
+    speculative  greedy self-speculative decoding (draft with E layers, verify with the rest; kvq / kv / no cache
+                 reuse; batches) and plain early-exit decoding
 """

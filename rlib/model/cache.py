@@ -49,6 +49,21 @@ class KVCache:
             raise RuntimeError(f"KV cache slot {slot} is read before any step wrote it")
         return self.keys[slot], self.values[slot], self.positions[slot]
 
+    def crop(self, length: int, slots: range | list[int] | None = None) -> None:
+        """Keep the first `length` keys of each slot in `slots` (default: all); speculative decoding drops rejected
+        drafts this way. Slots already shorter are left as they are."""
+        if length < 0:
+            raise ValueError(f"length={length} must be >= 0")
+        for slot in range(self.n_slots) if slots is None else slots:
+            if self.keys[slot] is None or self.keys[slot].shape[2] <= length:
+                continue
+            if length == 0:
+                self.keys[slot] = self.values[slot] = self.positions[slot] = None
+                continue
+            self.keys[slot] = self.keys[slot][:, :, :length]
+            self.values[slot] = self.values[slot][:, :, :length]
+            self.positions[slot] = self.positions[slot][:, :length]
+
     def memory_bytes(self) -> int:
         tensors = [t for t in (*self.keys, *self.values) if t is not None]
         return sum(t.numel() * t.element_size() for t in tensors)
