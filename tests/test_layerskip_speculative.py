@@ -99,11 +99,12 @@ def test_transformers_early_exit_assistance_gives_the_same_tokens(model):
     from rlib.layerskip.peer import hf_early_exit_generate, hf_greedy_generate
     from rlib.model.convert import to_transformers
 
-    hf_model = to_transformers(model)
-    prompt = ids(1, 5, seed=7)
-    greedy = model.generate(prompt, 10, eos_ids=())
-    assert torch.equal(hf_greedy_generate(hf_model, prompt, 10), greedy)
-    for exit_layer, n_draft in ((1, 2), (3, 4)):
-        assert torch.equal(hf_early_exit_generate(hf_model, prompt, 10, exit_layer, n_draft), greedy)
+    hf_model = to_transformers(model)  # its config names EOS id 2, which greedy emits from seed 0's prompt
+    for seed in (0, 7):
+        prompt = ids(1, 5, seed=seed)
+        greedy = model.generate(prompt, 10, eos_ids=())
+        assert torch.equal(hf_greedy_generate(hf_model, prompt, 10), greedy)
+        for exit_layer, n_draft in ((1, 2), (3, 4)):
+            assert torch.equal(hf_early_exit_generate(hf_model, prompt, 10, exit_layer, n_draft), greedy)
     with pytest.raises(ConfigError, match="exit_layer=4"):
         hf_early_exit_generate(hf_model, prompt, 10, 4, 2)

@@ -4,4 +4,6 @@
     training     LayerSkipDecoder (per-sample layer dropout over a Decoder) and the LayerSkipLoss trainer hook
     speculative  greedy self-speculative decoding (draft with E layers, verify with the rest; kvq / kv / no cache
                  reuse; batches) and plain early-exit decoding
+    peer         transformers' greedy and assistant_early_exit generation on the exported weights
+    decoding     the side-by-side timing of every decoder (ms/token, acceptance, speedup, the layer-count model)
 """

@@ -8,6 +8,8 @@ transformers class with `rlib.model.convert.to_transformers`; the same weights t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 from rlib.config import ConfigError
@@ -23,12 +25,24 @@ def _generation_config(hf_model, max_new_tokens: int, eos_ids: tuple[int, ...], 
                             pad_token_id=pad, use_cache=True, **extra)
 
 
+@contextmanager
+def _only(hf_model, config):
+    """Make `config` the model's own generation config for one call: transformers fills every field left at its
+    default from the model's config, which would bring back an EOS that the caller switched off."""
+    saved = hf_model.generation_config
+    hf_model.generation_config = config
+    try:
+        yield config
+    finally:
+        hf_model.generation_config = saved
+
+
 @torch.no_grad()
 def hf_greedy_generate(hf_model, input_ids: torch.Tensor, max_new_tokens: int,
                        eos_ids: tuple[int, ...] = ()) -> torch.Tensor:
     """transformers' greedy decoding: [B, T] -> [B, T + n] (no padding in the prompt)."""
-    config = _generation_config(hf_model, max_new_tokens, eos_ids)
-    return hf_model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
+    with _only(hf_model, _generation_config(hf_model, max_new_tokens, eos_ids)) as config:
+        return hf_model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
 
 
 @torch.no_grad()
@@ -44,4 +58,5 @@ def hf_early_exit_generate(hf_model, input_ids: torch.Tensor, max_new_tokens: in
         raise ConfigError(f"transformers' assisted generation takes batch 1, got {input_ids.shape[0]}")
     config = _generation_config(hf_model, max_new_tokens, eos_ids, assistant_early_exit=exit_layer,
                                 num_assistant_tokens=n_draft, num_assistant_tokens_schedule="constant")
-    return hf_model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
+    with _only(hf_model, config):
+        return hf_model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)

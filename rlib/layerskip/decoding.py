@@ -1,0 +1,128 @@
+"""Timing LayerSkip's decoders side by side (paper 004, Tables 2-6 and 10; inventory Sec. 5.2-5.3).
+
+Every method decodes the same prompts greedily at batch 1 for a fixed number of new tokens (EOS ignored, so every
+method produces the same count). The autoregressive baseline runs through the same code path and KV cache as
+self-speculation (`n_draft=0`), as the official code does for an apples-to-apples comparison; transformers' own
+greedy and early-exit assisted generation run on the exported weights. Each (method, prompt) is timed `repeats`
+times after one warm-up, and the median counts; ms/token = the sum of medians over the sum of new tokens.
+
+The layer-count model of the inventory gives each self-speculative row a predicted speedup:
+
+    S_pred = (a d + 1) L / ((d + 1) E + rho (L - E))      a = acceptance, rho = verify cost of d+1 tokens vs 1
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from rlib.config import ConfigError
+from rlib.layerskip.peer import hf_early_exit_generate, hf_greedy_generate
+from rlib.layerskip.speculative import REUSE_MODES, early_exit_generate, self_speculative_generate
+from rlib.model import Decoder
+from rlib.progress import progress
+
+__all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "predicted_speedup", "run_case"]
+
+METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
+
+
+@dataclass(frozen=True)
+class DecodeCase:
+    method: str
+    exit_layer: int = 0  # E (early_exit, self_speculative, hf_early_exit)
+    n_draft: int = 0  # d (self_speculative, hf_early_exit)
+    reuse: str = ""  # self_speculative: kvq | kv | none
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"method {self.method!r} unknown; choose from {list(METHODS)}")
+        if self.method == "self_speculative" and self.reuse not in REUSE_MODES:
+            raise ConfigError(f"reuse={self.reuse!r}: choose from {list(REUSE_MODES)}")
+
+    @property
+    def label(self) -> str:
+        parts = {"early_exit": f"E={self.exit_layer}", "self_speculative": f"E={self.exit_layer} d={self.n_draft} "
+                 f"{self.reuse}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}"}
+        return f"{self.method} {parts[self.method]}" if self.method in parts else self.method
+
+
+def decode_cases(exits: tuple[int, ...], drafts: tuple[int, ...], reuses: tuple[str, ...] = ("kvq",),
+                 peers: bool = True) -> list[DecodeCase]:
+    """The autoregressive baseline, early exit at each E, self-speculation over E x d x reuse, and the peers."""
+    cases = [DecodeCase("autoregressive")]
+    cases += [DecodeCase("early_exit", e) for e in exits]
+    cases += [DecodeCase("self_speculative", e, d, r) for e in exits for d in drafts for r in reuses]
+    if peers:
+        cases += [DecodeCase("hf_greedy")] + [DecodeCase("hf_early_exit", e, d) for e in exits for d in drafts]
+    return cases
+
+
+def predicted_speedup(acceptance: float, n_draft: int, exit_layer: int, n_layers: int, rho: float = 1.0) -> float:
+    """S_pred of the layer-count model (module docstring)."""
+    return (acceptance * n_draft + 1) * n_layers / ((n_draft + 1) * exit_layer + rho * (n_layers - exit_layer))
+
+
+def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None):
+    """Decode `prompt` [1, T] with `case`, EOS ignored -> (ids [1, T + n], SpeculativeStats or None)."""
+    if case.method == "autoregressive":
+        return self_speculative_generate(model, prompt, max_new_tokens, len(model.plan), 0, eos_ids=())
+    if case.method == "self_speculative":
+        return self_speculative_generate(model, prompt, max_new_tokens, case.exit_layer, case.n_draft, case.reuse,
+                                         eos_ids=())
+    if case.method == "early_exit":
+        return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=()), None
+    if hf_model is None:
+        raise ConfigError(f"{case.label} needs hf_model (rlib.model.convert.to_transformers(model))")
+    if case.method == "hf_greedy":
+        return hf_greedy_generate(hf_model, prompt, max_new_tokens), None
+    return hf_early_exit_generate(hf_model, prompt, max_new_tokens, case.exit_layer, case.n_draft), None
+
+
+@torch.inference_mode()
+def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[DecodeCase], max_new_tokens: int,
+                       repeats: int = 3, hf_model=None, desc: str = "decoding") -> pd.DataFrame:
+    """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens per round, S_pred, and
+    whether every prompt's output equals the autoregressive output (early exit is not expected to)."""
+    if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
+        raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
+    if repeats < 1:
+        raise ConfigError(f"repeats={repeats} must be >= 1")
+    if cases[0].method != "autoregressive":
+        raise ConfigError("the first case must be the autoregressive baseline (the speedups are relative to it)")
+    model.eval()
+    n_layers = len(model.plan)
+    reference: list[torch.Tensor] = []
+    rows = []
+    for case in progress(cases, desc=desc, unit="case"):
+        run_case(case, model, prompts[0], max_new_tokens, hf_model)  # warm-up
+        seconds = tokens = drafted = accepted = rounds = 0
+        identical = True
+        for index, prompt in enumerate(prompts):
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                out, stats = run_case(case, model, prompt, max_new_tokens, hf_model)
+                times.append(time.perf_counter() - started)
+            seconds += statistics.median(times)
+            tokens += out.shape[1] - prompt.shape[1]
+            if case.method == "autoregressive":
+                reference.append(out)
+            identical &= bool(torch.equal(out, reference[index]))
+            if stats is not None:
+                drafted, accepted, rounds = drafted + stats.drafted, accepted + stats.accepted, rounds + stats.rounds
+        acceptance = accepted / drafted if drafted else float("nan")
+        row = {"method": case.method, "label": case.label, "exit_layer": case.exit_layer or n_layers,
+               "n_draft": case.n_draft, "reuse": case.reuse, "ms_per_token": 1000 * seconds / tokens,
+               "acceptance": acceptance, "tokens_per_round": tokens / rounds if rounds else float("nan"),
+               "identical_to_greedy": identical, "new_tokens": tokens}
+        if case.method == "self_speculative":
+            row["predicted_speedup"] = predicted_speedup(acceptance, case.n_draft, case.exit_layer, n_layers)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["speedup"] = table["ms_per_token"].iloc[0] / table["ms_per_token"]
+    return table

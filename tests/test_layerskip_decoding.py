@@ -1,0 +1,41 @@
+"""The decoding benchmark (rlib.layerskip.decoding): every exact method reproduces the autoregressive output, the
+speedup column is relative to it, and the layer-count model reproduces the inventory's check of the paper."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlib.config import ConfigError
+from rlib.layerskip.decoding import DecodeCase, benchmark_decoding, decode_cases, predicted_speedup
+from rlib.model.convert import to_transformers
+from tests.test_looping import ids, tiny_model
+
+
+def test_benchmark_rows_are_exact_and_relative_to_autoregressive():
+    model = tiny_model(4, seed=1)
+    cases = decode_cases(exits=(2,), drafts=(3,), reuses=("kvq", "none"))
+    table = benchmark_decoding(model, [ids(1, 5, seed=s) for s in range(2)], cases, max_new_tokens=6, repeats=1,
+                               hf_model=to_transformers(model))
+    assert list(table["label"]) == ["autoregressive", "early_exit E=2", "self_speculative E=2 d=3 kvq",
+                                    "self_speculative E=2 d=3 none", "hf_greedy", "hf_early_exit E=2 d=3"]
+    exact = table[table["method"] != "early_exit"]
+    assert exact["identical_to_greedy"].all() and (table["new_tokens"] == 12).all()
+    assert table["speedup"].iloc[0] == 1.0 and (table["ms_per_token"] > 0).all()
+    spec = table[table["method"] == "self_speculative"]
+    assert spec["acceptance"].between(0, 1).all() and spec["predicted_speedup"].notna().all()
+
+
+def test_predicted_speedup_matches_the_inventorys_table_10_check():
+    for exit_layer, acceptance, expected in ((18, 0.99, 1.27), (12, 0.97, 1.73), (6, 0.76, 2.30)):
+        assert predicted_speedup(acceptance, 7, exit_layer, 24) == pytest.approx(expected, abs=0.01)
+
+
+def test_bad_cases_fail_early():
+    with pytest.raises(ConfigError, match="'beam' unknown"):
+        DecodeCase("beam")
+    with pytest.raises(ConfigError, match="reuse=''"):
+        DecodeCase("self_speculative", 2, 3)
+    with pytest.raises(ConfigError, match="first case must be the autoregressive"):
+        benchmark_decoding(tiny_model(2), [ids(1, 3)], [DecodeCase("early_exit", 1)], 2)
+    with pytest.raises(ConfigError, match=r"\[1, T\]"):
+        benchmark_decoding(tiny_model(2), [ids(2, 3)], decode_cases((1,), (1,), peers=False), 2)
