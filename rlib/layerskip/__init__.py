@@ -5,5 +5,6 @@
     speculative  greedy self-speculative decoding (draft with E layers, verify with the rest; kvq / kv / no cache
                  reuse; batches) and plain early-exit decoding
     peer         transformers' greedy and assistant_early_exit generation on the exported weights
+    analysis     per-exit NLL / perplexity / accuracy, and the layers-needed probe of Fig. 2 (both readings)
     decoding     the side-by-side timing of every decoder (ms/token, acceptance, speedup, the layer-count model)
 """
