@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from rlib.config import ConfigError
-from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss
+from rlib.early_exit import static_exit_losses
+from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss
 from rlib.model import Decoder, ExecutionPlan
 from rlib.train import TrainConfig, next_token_loss, train
 from tests.test_looping import ids, tiny_model
@@ -112,3 +113,19 @@ def test_training_with_accumulation_keeps_model_and_trainer_in_step(tmp_path):
     result = train(wrapped, ids(8, 10, seed=4), cfg, tmp_path, hooks=[hook])
     assert int(wrapped.training_forwards) == 8 and wrapped.last_step == 3
     assert len(result.losses()) == 4
+
+
+def test_exit_probe_records_held_out_nll_without_touching_the_schedule(tmp_path):
+    cfg = TrainConfig(lr=3e-3, schedule="constant", max_steps=5, batch_size=4, micro_batch_size=2, eval_every=0,
+                      checkpoint_final=False, seed=0)
+    decoder = tiny_model(4).train()
+    wrapped = LayerSkipDecoder(decoder, p_max=0.3, total_steps=5, accumulation_steps=2)
+    heldout = ids(3, 8, seed=9)
+    probe = ExitProbe(wrapped, heldout, exits=(2, 4), every=2)
+    train(wrapped, ids(8, 10, seed=4), cfg, tmp_path, hooks=[LayerSkipLoss(wrapped, e_scale=0.5), probe])
+    assert [r["step"] for r in probe.final(5)] == [0, 2, 4, 5] and int(wrapped.training_forwards) == 10
+    decoder.eval()
+    final = static_exit_losses(decoder, heldout, (1, 3), batch_size=8)
+    assert probe.records[-1]["nll_exit_4"] == pytest.approx(final[3], rel=1e-4)
+    with pytest.raises(ConfigError, match=r"exits \[5\]"):
+        ExitProbe(wrapped, heldout, exits=(5,), every=1)

@@ -32,7 +32,7 @@ from rlib.layerskip.schedules import CURRICULA, curriculum_mask, dropout_rates, 
 from rlib.model import Decoder
 from rlib.train import next_token_loss
 
-__all__ = ["LayerSkipDecoder", "LayerSkipLoss"]
+__all__ = ["ExitProbe", "LayerSkipDecoder", "LayerSkipLoss"]
 
 
 class LayerSkipDecoder(nn.Module):
@@ -142,3 +142,54 @@ class LayerSkipLoss:
             if weight > 0:
                 exit_term = exit_term + weight * next_token_loss(wrapped.head(wrapped.hidden_states[layer]), batch)
         return {"exit": exit_term}
+
+
+@dataclass
+class ExitProbe:
+    """A trainer hook that adds no loss: at every `every`-th step it records the held-out NLL of chosen exits for the
+    middle- vs last-layer curves over training (Fig. 11). A hook runs inside a step, before its update, so a record
+    at step s is the model after s updates (s = 0: the initialization); call `final()` after training for the last
+    point. Evaluation runs every layer, without dropout, and does not advance the dropout schedule."""
+
+    model: LayerSkipDecoder
+    windows: torch.Tensor  # [N, T] held-out
+    exits: tuple[int, ...]  # exit layers 1..L (the head after that many layers)
+    every: int
+    batch_size: int = 8
+
+    def __post_init__(self) -> None:
+        bad = [e for e in self.exits if not 1 <= e <= self.model.n_layers]
+        if bad or not self.exits:
+            raise ConfigError(f"exits {list(self.exits)} must name layers in [1, {self.model.n_layers}]")
+        if self.every < 1:
+            raise ConfigError(f"every={self.every} must be >= 1")
+        self.records: list[dict[str, float]] = []
+        self._seen: set[int] = set()
+
+    def loss(self, step: int, batch: torch.Tensor, logits: torch.Tensor, model: nn.Module) -> dict[str, torch.Tensor]:
+        if step % self.every == 0 and step not in self._seen:  # once per step, whatever the gradient accumulation
+            self._seen.add(step)
+            self.records.append({"step": step, **self.measure()})
+        return {}
+
+    def final(self, steps: int) -> list[dict[str, float]]:
+        """Record the trained model (after `steps` updates) and return every record."""
+        if steps not in self._seen:
+            self._seen.add(steps)
+            self.records.append({"step": steps, **self.measure()})
+        return self.records
+
+    @torch.no_grad()
+    def measure(self) -> dict[str, float]:
+        decoder, was_training = self.model.decoder, self.model.training
+        decoder.eval()
+        totals, count = dict.fromkeys(self.exits, 0.0), 0
+        device = next(decoder.parameters()).device
+        for start in range(0, len(self.windows), self.batch_size):
+            window = self.windows[start:start + self.batch_size].to(device)
+            hidden = decoder(window, return_hidden=True, n_steps=max(self.exits)).hidden_states
+            for layer in self.exits:
+                totals[layer] += next_token_loss(decoder.head(hidden[layer - 1]), window).item() * window[:, 1:].numel()
+            count += window[:, 1:].numel()
+        decoder.train(was_training)
+        return {f"nll_exit_{layer}": total / count for layer, total in totals.items()}
