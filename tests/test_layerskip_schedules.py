@@ -14,6 +14,10 @@ def test_layer_scale_is_exponential_from_zero_to_one():
     assert mean == pytest.approx(0.4445, abs=1e-4)  # Fig. 12's constant 0.0889 = 0.2 x this mean
     rates = ls.dropout_rates(32, 0.1)
     assert [round(rates[layer], 4) for layer in (0, 8, 16, 24, 31)] == [0.0, 0.0196, 0.0430, 0.0710, 0.1]
+    const = ls.dropout_rates(32, 0.2, layer_schedule="constant")
+    assert const == pytest.approx([0.0889] * 32, abs=1e-4)  # Fig. 12's "Const"
+    with pytest.raises(ConfigError, match="'linear' unknown"):
+        ls.dropout_rates(4, 0.1, layer_schedule="linear")
 
 
 def test_time_scale_ramps_from_zero_for_scratch_and_is_one_otherwise():

@@ -27,10 +27,11 @@ import math
 
 from rlib.config import ConfigError
 
-__all__ = ["CURRICULA", "TIME_SCHEDULES", "curriculum_mask", "dropout_rates", "exit_loss_scales", "exit_loss_weights",
-           "layer_scale", "time_scale"]
+__all__ = ["CURRICULA", "LAYER_SCHEDULES", "TIME_SCHEDULES", "curriculum_mask", "dropout_rates", "exit_loss_scales",
+           "exit_loss_weights", "layer_scale", "time_scale"]
 
 TIME_SCHEDULES = ("constant", "exp")
+LAYER_SCHEDULES = ("exp", "constant")  # D(l) of Eq. 3, or its mean on every layer (Fig. 12's "Const")
 CURRICULA = ("all", "rotational", "gradual")
 
 
@@ -65,12 +66,18 @@ def time_scale(step: int, total_steps: int, schedule: str) -> float:
 
 
 def dropout_rates(n_layers: int, p_max: float, step: int = 0, total_steps: int = 1,
-                  schedule: str = "constant") -> list[float]:
-    """p(l, t) = S(t) D(l) p_max for every layer (Eq. 2)."""
+                  schedule: str = "constant", layer_schedule: str = "exp") -> list[float]:
+    """p(l, t) = S(t) D(l) p_max for every layer (Eq. 2); layer_schedule="constant" puts the mean of D(l) on every
+    layer instead (the equal-mean baseline of Fig. 12)."""
     if not 0.0 <= p_max <= 1.0:
         raise ConfigError(f"p_max={p_max} must lie in [0, 1]")
+    if layer_schedule not in LAYER_SCHEDULES:
+        raise ConfigError(f"layer schedule {layer_schedule!r} unknown; choose from {list(LAYER_SCHEDULES)}")
     scale = time_scale(step, total_steps, schedule)
-    return [scale * layer_scale(layer, n_layers) * p_max for layer in range(n_layers)]
+    per_layer = [layer_scale(layer, n_layers) for layer in range(n_layers)]
+    if layer_schedule == "constant":
+        per_layer = [math.fsum(per_layer) / n_layers] * n_layers
+    return [scale * d * p_max for d in per_layer]
 
 
 def exit_loss_scales(n_layers: int, e_scale: float) -> list[float]:

@@ -39,15 +39,16 @@ class LayerSkipDecoder(nn.Module):
     """A Decoder with LayerSkip's layer dropout in training mode; keeps every layer's output (module docstring)."""
 
     def __init__(self, decoder: Decoder, p_max: float = 0.0, time_schedule: str = "constant", total_steps: int = 1,
-                 accumulation_steps: int = 1, seed: int = 0):
+                 accumulation_steps: int = 1, seed: int = 0, layer_schedule: str = "exp"):
         super().__init__()
         if not decoder.plan.is_identity(decoder.config.n_layers):
             raise ConfigError("LayerSkip needs a plain decoder (identity execution plan), not a looped one")
         if accumulation_steps < 1:
             raise ConfigError(f"accumulation_steps={accumulation_steps} must be >= 1")
-        dropout_rates(decoder.config.n_layers, p_max, 0, total_steps, time_schedule)  # validates every argument
+        dropout_rates(decoder.config.n_layers, p_max, 0, total_steps, time_schedule, layer_schedule)  # validates
         self.decoder = decoder
         self.p_max, self.time_schedule, self.total_steps = p_max, time_schedule, total_steps
+        self.layer_schedule = layer_schedule
         self.accumulation_steps, self.seed = accumulation_steps, seed
         self.register_buffer("training_forwards", torch.zeros((), dtype=torch.long), persistent=True)
         self.hidden_states: list[torch.Tensor] = []  # the last forward's layer outputs, n_layers x [B, T, D]
@@ -68,7 +69,8 @@ class LayerSkipDecoder(nn.Module):
         return min(int(self.training_forwards) // self.accumulation_steps, self.total_steps - 1)
 
     def rates(self, step: int) -> list[float]:
-        return dropout_rates(self.n_layers, self.p_max, step, self.total_steps, self.time_schedule)
+        return dropout_rates(self.n_layers, self.p_max, step, self.total_steps, self.time_schedule,
+                             self.layer_schedule)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.decoder.head(hidden)
