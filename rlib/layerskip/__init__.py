@@ -6,5 +6,6 @@
                  reuse; batches) and plain early-exit decoding
     peer         transformers' greedy and assistant_early_exit generation on the exported weights
     analysis     per-exit NLL / perplexity / accuracy, and the layers-needed probe of Fig. 2 (both readings)
+    grid         chapter 05's recipes from scratch (baseline, LD, EE, LD+EE, constant-rate LD, EE curricula), cached
     decoding     the side-by-side timing of every decoder (ms/token, acceptance, speedup, the layer-count model)
 """
