@@ -67,3 +67,17 @@ def cached(folder: Path, key: str, compute: Callable[[], dict[str, Any]]) -> dic
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps({"key": key, "result": result}, indent=1, default=float) + "\n")
     return result
+
+
+def run_cached(items: list, work: Path, context: tuple, modules: tuple[str, ...],
+               compute: Callable[[Any, str], dict[str, Any]], desc: str = "runs") -> list[dict[str, Any]]:
+    """Every item (with a `.name`) through `cached` under work/<name>, keyed on the item, `context` (the settings)
+    and the source of `modules`; `compute(item, key)` runs one that is missing or stale."""
+    from rlib.progress import progress
+
+    code = code_digest(*modules)
+    results = []
+    for item in progress(items, desc=desc, unit="run"):
+        key = digest(item, *context, code)
+        results.append(cached(Path(work) / item.name, key, lambda i=item, k=key: compute(i, k)))
+    return results

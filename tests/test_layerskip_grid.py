@@ -45,3 +45,20 @@ def test_bad_configs_fail_before_any_work():
         cfg.override(curriculum="cyclic")
     with pytest.raises(ConfigError, match="n_layers=2"):
         cfg.override(n_layers=2)
+
+
+def test_run_cached_computes_each_item_once_per_key(tmp_path):
+    from rlib import experiments
+
+    calls = []
+
+    def compute(run, key):
+        calls.append(run.name)
+        return {"name": run.name, "key": key}
+
+    items = grid.runs(grid.LayerSkipConfig.preset("smoke"))
+    first = experiments.run_cached(items, tmp_path, ("a",), ("rlib.layerskip.grid",), compute)
+    again = experiments.run_cached(items, tmp_path, ("a",), ("rlib.layerskip.grid",), compute)
+    assert first == again and calls == [r.name for r in items]
+    experiments.run_cached(items[:1], tmp_path, ("b",), ("rlib.layerskip.grid",), compute)  # new settings: rerun
+    assert calls[-1] == items[0].name and len(calls) == len(items) + 1

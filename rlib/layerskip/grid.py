@@ -34,7 +34,6 @@ from rlib.layerskip.schedules import CURRICULA, TIME_SCHEDULES
 from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss
 from rlib.model import Decoder, DecoderConfig, convert
 from rlib.model.init import init_weights
-from rlib.progress import progress
 from rlib.train import TrainConfig, train
 from rlib.vocab import CompactVocab, CompactWindows
 
@@ -228,13 +227,8 @@ def run_grid(cfg: LayerSkipConfig, work: Path) -> list[dict[str, Any]]:
         vocab.save(work / "vocab.json")
     windows = {"val": heldout(cfg, vocab, "validation", cfg.val_windows, seed=1),
                "test": heldout(cfg, vocab, "test", cfg.eval_windows, seed=0)}
-    code = experiments.code_digest(*CODE_MODULES)
-    results = []
-    for run in progress(runs(cfg), desc="runs", unit="run"):
-        key = experiments.digest(run, cfg, code)
-        results.append(experiments.cached(work / run.name, key, lambda r=run, k=key: run_one(
-            r, cfg, work, vocab, windows, k)))
-    return results
+    return experiments.run_cached(runs(cfg), work, (cfg,), CODE_MODULES,
+                                  lambda run, key: run_one(run, cfg, work, vocab, windows, key))
 
 
 def load_model(work: Path, run_name: str) -> Decoder:
