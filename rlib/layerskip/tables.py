@@ -1,0 +1,141 @@
+"""Chapter 05's tables and training claims from the grid's run records (paper 004, Figs. 8, 11, 12; Table 1).
+
+    exit_table        per recipe and exit layer: held-out NLL, perplexity, top-1 accuracy, mean (and s.d.) over seeds
+    mid_last_table    Table 1's layout: each recipe's perplexity at the middle and the last exit, against the baseline
+    probe_curves      the middle and last exits' held-out NLL during training, long format (Fig. 11)
+    train_curves      training loss against steps, long format (Fig. 12)
+    curriculum_table  the early-exit curricula side by side: exits' perplexity and seconds per step (Sec. 4.1.2)
+    training_claims   the claims a small run can test, held or not, with the numbers; thresholds fixed up front:
+                      "far better" = the middle exit's perplexity at least 3x lower (the inventory's small-scale
+                      expectation), "small cost" = the last exit's perplexity within 5 %
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["curriculum_table", "exit_table", "mid_last_table", "probe_curves", "train_curves", "training_claims"]
+
+RECIPE_LABELS = {"baseline": "baseline", "ld": "LD", "ee": "EE", "ld_ee": "LD+EE", "ld_const": "LD const",
+                 "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
+
+
+def _exits_long(results: list[dict[str, Any]]) -> pd.DataFrame:
+    frames = []
+    for r in results:
+        frame = pd.DataFrame(r["exits"])
+        frame["recipe"], frame["seed"] = r["recipe"], r["seed"]
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def exit_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    long = _exits_long(results)
+    table = long.groupby(["recipe", "exit_layer"], sort=False).agg(
+        nll=("nll", "mean"), nll_sd=("nll", "std"), top1_acc=("top1_acc", "mean"), seeds=("seed", "count"))
+    table = table.reset_index()
+    table["ppl"] = table["nll"].map(math.exp)  # perplexity of the seed-mean NLL
+    return table[["recipe", "exit_layer", "nll", "nll_sd", "ppl", "top1_acc", "seeds"]]
+
+
+def mid_last_table(results: list[dict[str, Any]], middle: int, last: int) -> pd.DataFrame:
+    table = exit_table(results)
+    rows = []
+    base = table[table["recipe"] == "baseline"].set_index("exit_layer")
+    for recipe, part in table.groupby("recipe", sort=False):
+        part = part.set_index("exit_layer")
+        rows.append({"recipe": recipe, "label": RECIPE_LABELS.get(recipe, recipe),
+                     "ppl_middle": part.loc[middle, "ppl"], "ppl_last": part.loc[last, "ppl"],
+                     "acc_middle": part.loc[middle, "top1_acc"], "acc_last": part.loc[last, "top1_acc"],
+                     "middle_vs_baseline": base.loc[middle, "ppl"] / part.loc[middle, "ppl"],
+                     "last_vs_baseline": part.loc[last, "ppl"] / base.loc[last, "ppl"]})
+    return pd.DataFrame(rows)
+
+
+def probe_curves(results: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        for record in r["probe"]:
+            for name, value in record.items():
+                if name.startswith("nll_exit_"):
+                    rows.append({"recipe": r["recipe"], "seed": r["seed"], "step": record["step"],
+                                 "exit_layer": int(name.removeprefix("nll_exit_")), "nll": value})
+    return pd.DataFrame(rows)
+
+
+def train_curves(results: list[dict[str, Any]], recipes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    rows = [{"recipe": r["recipe"], "seed": r["seed"], "step": step, "loss": loss}
+            for r in results if recipes is None or r["recipe"] in recipes
+            for step, loss in zip(r["train_curve"]["step"], r["train_curve"]["loss"])]
+    return pd.DataFrame(rows)
+
+
+def curriculum_table(results: list[dict[str, Any]], middle: int, last: int) -> pd.DataFrame:
+    wanted = [r for r in results if r["recipe"] in ("baseline", "ee", "ee_all", "ee_gradual")]
+    table = mid_last_table(wanted, middle, last)
+    seconds = pd.DataFrame([{"recipe": r["recipe"], "step_seconds": r["step_seconds"]} for r in wanted])
+    return table.merge(seconds.groupby("recipe", sort=False).mean().reset_index(), on="recipe")
+
+
+def _final_loss(results: list[dict[str, Any]], recipe: str, tail: float = 0.1) -> list[float]:
+    """Per seed: the mean training loss over the last `tail` of the run (one step's loss is noisy)."""
+    out = []
+    for r in results:
+        if r["recipe"] == recipe:
+            losses = r["train_curve"]["loss"]
+            out.append(sum(losses[-max(1, int(tail * len(losses))):]) / max(1, int(tail * len(losses))))
+    return out
+
+
+def training_claims(results: list[dict[str, Any]], middle: int, last: int) -> pd.DataFrame:
+    rows = []
+
+    def add(claim: str, held: bool | None, evidence: str) -> None:
+        rows.append({"claim": claim, "held": {True: "held", False: "not held", None: "not measured"}[held],
+                     "evidence": evidence})
+
+    recipes = {r["recipe"] for r in results}
+    table = mid_last_table(results, middle, last).set_index("recipe")
+    if "ld_ee" in recipes:
+        row = table.loc["ld_ee"]
+        base = table.loc["baseline"]
+        held = bool(row["middle_vs_baseline"] >= 3 and row["last_vs_baseline"] <= 1.05)
+        add("LayerSkip (LD+EE) makes middle-layer exits far better than the baseline's (>= 3x lower perplexity) at "
+            "a small last-layer cost (<= 5 %)", held,
+            f"middle exit (layer {middle}) perplexity {base['ppl_middle']:.1f} -> {row['ppl_middle']:.1f} "
+            f"({row['middle_vs_baseline']:.1f}x lower); last exit {base['ppl_last']:.2f} -> {row['ppl_last']:.2f} "
+            f"({100 * (row['last_vs_baseline'] - 1):+.1f} %)")
+    else:
+        add("LayerSkip (LD+EE) makes middle-layer exits far better than the baseline's", None, "no ld_ee run")
+    if {"ee", "ld"} <= recipes:
+        ee, ld = table.loc["ee", "middle_vs_baseline"], table.loc["ld", "middle_vs_baseline"]
+        add("The early-exit loss, not layer dropout, drives middle-exit quality (EE's middle-exit gain over the "
+            "baseline exceeds LD's)", bool(ee > ld), f"middle-exit perplexity gain over the baseline: EE {ee:.2f}x, "
+            f"LD {ld:.2f}x")
+    if {"ld", "ld_const"} <= recipes:
+        exp, const = _final_loss(results, "ld"), _final_loss(results, "ld_const")
+        spread = max(pd.Series(exp).std() if len(exp) > 1 else 0.0, pd.Series(const).std() if len(const) > 1 else 0.0)
+        mean_exp, mean_const = sum(exp) / len(exp), sum(const) / len(const)
+        gap = mean_const - mean_exp
+        add("Exponential per-layer dropout trains to a lower loss than constant dropout of equal mean (by more than "
+            "the seed s.d.)", bool(gap > spread), f"final training loss (last 10 % of steps): Exp {mean_exp:.4f}, "
+            f"Const {mean_const:.4f}, gap {gap:+.4f}, seed s.d. {spread:.4f} ({len(exp)} seeds)")
+    if {"ee", "ee_all"} <= recipes:
+        seconds = {r: sum(x["step_seconds"] for x in results if x["recipe"] == r) for r in ("ee", "ee_all")}
+        add("Early-exit loss on every layer at every step hurts the last layer and costs time (vs the rotational "
+            "curriculum)", bool(table.loc["ee_all", "ppl_last"] > table.loc["ee", "ppl_last"]
+                                and seconds["ee_all"] > seconds["ee"]),
+            f"last-exit perplexity: all {table.loc['ee_all', 'ppl_last']:.2f} vs rotational "
+            f"{table.loc['ee', 'ppl_last']:.2f}; seconds per step {seconds['ee_all']:.3f} vs {seconds['ee']:.3f} "
+            "(summed over seeds)")
+    curves = probe_curves(results)
+    if len(curves) and {"baseline", "ee"} <= recipes:
+        mid = curves[curves["exit_layer"] == middle].groupby(["recipe", "step"])["nll"].mean()
+        rise = {r: float(mid.loc[r].iloc[-1] - mid.loc[r].min()) for r in ("baseline", "ee")}
+        add("The baseline's middle-exit NLL rises (or stalls) during training while EE's keeps falling (Fig. 11)",
+            bool(rise["baseline"] > 0.05 and rise["ee"] <= 0.05),
+            f"final minus best middle-exit NLL: baseline {rise['baseline']:+.3f}, EE {rise['ee']:+.3f} nats")
+    return pd.DataFrame(rows)

@@ -1,0 +1,56 @@
+"""Chapter 05's tables and training claims (rlib.layerskip.tables) on hand-made run records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlib.layerskip import tables
+
+
+def record(recipe, seed, mid_nll, last_nll, final_loss=3.0, step_seconds=0.1, probe_mid=(5.0, 4.0, 3.5)):
+    nll = [mid_nll + 1.0, mid_nll, (mid_nll + last_nll) / 2, last_nll]  # exits 1..4, middle = 2
+    return {"recipe": recipe, "seed": seed, "step_seconds": step_seconds,
+            "exits": {"exit_layer": [1, 2, 3, 4], "nll": nll, "ppl": [math.exp(x) for x in nll],
+                      "top1_acc": [0.1, 0.2, 0.3, 0.4]},
+            "probe": [{"step": 10 * i, "nll_exit_2": v, "nll_exit_4": 3.0} for i, v in enumerate(probe_mid)],
+            "train_curve": {"step": list(range(1, 21)), "loss": [final_loss + 0.01 * (20 - s) for s in range(1, 21)]}}
+
+
+def results():
+    return [record("baseline", 0, 6.0, 3.00, probe_mid=(5.0, 4.0, 4.5)), record("baseline", 1, 6.2, 3.02,
+                                                                                 probe_mid=(5.0, 4.1, 4.6)),
+            record("ld_ee", 0, 4.0, 3.03), record("ld_ee", 1, 4.1, 3.04),
+            record("ee", 0, 4.2, 3.01), record("ld", 0, 5.5, 3.0),
+            record("ld", 1, 5.5, 3.0, final_loss=2.9), record("ld_const", 0, 5.6, 3.0, final_loss=3.2),
+            record("ld_const", 1, 5.6, 3.0, final_loss=3.2),
+            record("ee_all", 0, 4.0, 3.10, step_seconds=0.2)]
+
+
+def test_exit_and_mid_last_tables_average_seeds():
+    exits = tables.exit_table(results())
+    base = exits[(exits["recipe"] == "baseline") & (exits["exit_layer"] == 2)].iloc[0]
+    assert base["nll"] == pytest.approx(6.1) and base["seeds"] == 2 and base["ppl"] == pytest.approx(math.exp(6.1))
+    mid_last = tables.mid_last_table(results(), middle=2, last=4).set_index("recipe")
+    assert mid_last.loc["baseline", "middle_vs_baseline"] == pytest.approx(1.0)
+    assert mid_last.loc["ld_ee", "middle_vs_baseline"] == pytest.approx(math.exp(6.1 - 4.05))
+    assert mid_last.loc["ld_ee", "last_vs_baseline"] == pytest.approx(math.exp(3.035 - 3.01))
+
+
+def test_training_claims_follow_the_numbers():
+    claims = tables.training_claims(results(), middle=2, last=4).set_index("claim")["held"]
+    assert list(claims) == ["held", "held", "held", "held", "held"]
+    worse = [r for r in results() if r["recipe"] != "ld_ee"] + [record("ld_ee", 0, 5.9, 3.5)]
+    first = tables.training_claims(worse, middle=2, last=4)["held"].iloc[0]
+    assert first == "not held"
+
+
+def test_long_curves_and_the_curriculum_table():
+    curves = tables.probe_curves(results())
+    assert set(curves["exit_layer"]) == {2, 4} and len(curves) == 2 * 3 * len(results())
+    train = tables.train_curves(results(), recipes=("ld", "ld_const"))
+    assert set(train["recipe"]) == {"ld", "ld_const"} and len(train) == 4 * 20
+    curriculum = tables.curriculum_table(results(), middle=2, last=4).set_index("recipe")
+    assert curriculum.loc["ee_all", "step_seconds"] == pytest.approx(0.2)
+    assert set(curriculum.index) == {"baseline", "ee", "ee_all"}
