@@ -19,7 +19,7 @@ def test_recipes_set_dropout_and_exit_loss_as_named():
         model, hook, probe, tcfg = grid.build(grid.LayerSkipRun(recipe, 0), cfg, 64, windows)
         seen[recipe] = (model.p_max, model.layer_schedule, hook.e_scale, hook.curriculum)
         assert model.n_layers == cfg.n_layers and model.time_schedule == "exp" and hook.rotation == cfg.n_layers - 1
-        assert probe.exits == (6, 12) and tcfg.max_steps == cfg.steps
+        assert probe.exits == (6, 12) and tcfg.max_steps == cfg.steps == 400
         assert model.decoder.lm_head is not None  # untied, as the paper's Llama models
     assert seen["baseline"] == (0.0, "exp", 0.0, "rotational")
     assert seen["ld"] == (0.2, "exp", 0.0, "rotational") and seen["ld_const"] == (0.2, "constant", 0.0, "rotational")
