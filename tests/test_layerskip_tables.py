@@ -54,3 +54,14 @@ def test_long_curves_and_the_curriculum_table():
     curriculum = tables.curriculum_table(results(), middle=2, last=4).set_index("recipe")
     assert curriculum.loc["ee_all", "step_seconds"] == pytest.approx(0.2)
     assert set(curriculum.index) == {"baseline", "ee", "ee_all"}
+
+
+def test_the_figures_draw_every_recipe():
+    from rlib.layerskip import plots
+
+    exit_fig = plots.plot_exit_curves(tables.exit_table(results()), "exits")
+    assert len(exit_fig.axes[0].lines) == len({r["recipe"] for r in results()})
+    probe_fig = plots.plot_probe(tables.probe_curves(results()), "probe")
+    assert len(probe_fig.axes[0].lines) == 2 * len({r["recipe"] for r in results()})
+    loss_fig = plots.plot_train_loss(tables.train_curves(results(), ("ld", "ld_const")), "loss")
+    assert len(loss_fig.axes[0].lines) == 2

@@ -8,5 +8,6 @@
     analysis     per-exit NLL / perplexity / accuracy, and the layers-needed probe of Fig. 2 (both readings)
     grid         chapter 05's recipes from scratch (baseline, LD, EE, LD+EE, constant-rate LD, EE curricula), cached
     tables       per-exit tables, Table 1's middle vs last layer, Fig. 11 / 12 curves and the training claims
+    plots        per-exit perplexity curves, the Fig. 11 probe and Fig. 12's training loss
     decoding     the side-by-side timing of every decoder (ms/token, acceptance, speedup, the layer-count model)
 """
