@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["grouped_bars", "new_figure", "plot_latency", "plot_perplexity", "plot_task_suite", "style"]
+__all__ = ["finish", "grouped_bars", "new_figure", "plot_latency", "plot_perplexity", "plot_task_suite", "style"]
 
 PALETTE = "colorblind"
 _RC = {
@@ -222,4 +222,14 @@ def plot_task_suite(
         if chance and task in chance:
             ax.hlines(chance[task], i - 0.45, i + 0.45, colors="grey", linestyles="--", linewidth=1)
     ax.set_ylim(0, max(100.0, ax.get_ylim()[1]))
+    return fig
+
+
+def finish(fig: Figure, xlabel: str, ylabel: str, title: str, **legend) -> Figure:
+    """Label the first axes of `fig`, title it and draw its legend (keyword arguments go to `legend`)."""
+    ax = fig.axes[0]
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(**legend)
     return fig

@@ -12,7 +12,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from rlib.layerskip.tables import RECIPE_LABELS
-from rlib.plotting import PALETTE, new_figure
+from rlib.plotting import PALETTE, finish, new_figure
 
 __all__ = ["plot_exit_curves", "plot_probe", "plot_train_loss"]
 
@@ -31,11 +31,7 @@ def plot_exit_curves(table: pd.DataFrame, title: str) -> Figure:
         ax.plot(part["exit_layer"], part["ppl"], marker="o", markersize=3, color=colours[recipe],
                 label=RECIPE_LABELS.get(recipe, recipe))
     ax.set_yscale("log")
-    ax.set_xlabel("exit after layer")
-    ax.set_ylabel("held-out perplexity (log)")
-    ax.set_title(title)
-    ax.legend(fontsize=8, ncols=2)
-    return fig
+    return finish(fig, "exit after layer", "held-out perplexity (log)", title, fontsize=8, ncols=2)
 
 
 def plot_probe(curves: pd.DataFrame, title: str) -> Figure:
@@ -49,11 +45,7 @@ def plot_probe(curves: pd.DataFrame, title: str) -> Figure:
         for exit_layer, part in mean[mean["recipe"] == recipe].groupby("exit_layer"):
             ax.plot(part["step"], part["nll"], color=colours[recipe], linestyle="-" if exit_layer == last else "--",
                     label=f"{RECIPE_LABELS.get(recipe, recipe)}, exit {exit_layer}")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("held-out NLL (nats/token)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncols=2)
-    return fig
+    return finish(fig, "training step", "held-out NLL (nats/token)", title, fontsize=7, ncols=2)
 
 
 def plot_train_loss(curves: pd.DataFrame, title: str, smooth: int = 10) -> Figure:
@@ -66,8 +58,4 @@ def plot_train_loss(curves: pd.DataFrame, title: str, smooth: int = 10) -> Figur
         part = mean[mean["recipe"] == recipe]
         ax.plot(part["step"], part["loss"].rolling(smooth, min_periods=1).mean(), color=colours[recipe],
                 label=RECIPE_LABELS.get(recipe, recipe))
-    ax.set_xlabel("training step")
-    ax.set_ylabel("training loss (last layer)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
+    return finish(fig, "training step", "training loss (last layer)", title, fontsize=8)
