@@ -65,3 +65,34 @@ def test_the_figures_draw_every_recipe():
     assert len(probe_fig.axes[0].lines) == 2 * len({r["recipe"] for r in results()})
     loss_fig = plots.plot_train_loss(tables.train_curves(results(), ("ld", "ld_const")), "loss")
     assert len(loss_fig.axes[0].lines) == 2
+
+
+def decode_rows(recipe, base_ms, acceptance_by_exit, kvq_factor=0.9, peer_factor=1.2):
+    rows = [{"recipe": recipe, "method": "autoregressive", "exit_layer": 4, "n_draft": 0, "reuse": "",
+             "ms_per_token": base_ms, "acceptance": float("nan"), "identical_to_greedy": True}]
+    for exit_layer, acceptance in acceptance_by_exit.items():
+        for n_draft in (2, 4):
+            ms = base_ms * (0.5 + 0.1 * exit_layer) / (1 + acceptance)
+            for reuse, factor in (("kvq", kvq_factor), ("none", 1.0)):
+                rows.append({"recipe": recipe, "method": "self_speculative", "exit_layer": exit_layer,
+                             "n_draft": n_draft, "reuse": reuse, "ms_per_token": ms * factor, "acceptance": acceptance,
+                             "identical_to_greedy": True, "predicted_speedup": 1.5})
+            rows.append({"recipe": recipe, "method": "hf_early_exit", "exit_layer": exit_layer, "n_draft": n_draft,
+                         "reuse": "", "ms_per_token": ms * peer_factor, "acceptance": float("nan"),
+                         "identical_to_greedy": True})
+    return rows
+
+
+def test_decoding_claims_follow_the_numbers():
+    import pandas as pd
+
+    rows = decode_rows("ld_ee", 10.0, {1: 0.6, 2: 0.8, 3: 0.95}) + decode_rows("baseline", 10.0, {1: 0.0, 2: 0.0,
+                                                                                                   3: 0.05})
+    table = pd.DataFrame(rows)
+    table["speedup"] = [10.0 / ms for ms in table["ms_per_token"]]
+    claims = tables.decoding_claims(table).set_index("claim")["held"]
+    assert len(claims) == 6
+    assert list(claims)[:2] == ["held", "held"] and claims.iloc[2] == "not held"  # baseline E=1..3 still speeds up
+    assert claims.iloc[3] == "held" and claims.iloc[5] == "held"
+    table.loc[table["method"] == "hf_early_exit", "identical_to_greedy"] = [False] + [True] * 11
+    assert tables.decoding_claims(table)["held"].iloc[0] == "not held"

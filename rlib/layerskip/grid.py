@@ -30,14 +30,16 @@ import torch
 from rlib import data, experiments
 from rlib.config import ConfigError, Preset
 from rlib.layerskip.analysis import exit_metrics
+from rlib.layerskip.decoding import benchmark_decoding, decode_cases
 from rlib.layerskip.schedules import CURRICULA, TIME_SCHEDULES
+from rlib.layerskip.speculative import REUSE_MODES
 from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss
 from rlib.model import Decoder, DecoderConfig, convert
 from rlib.model.init import init_weights
 from rlib.train import TrainConfig, train
 from rlib.vocab import CompactVocab, CompactWindows
 
-__all__ = ["RECIPES", "LayerSkipConfig", "LayerSkipRun", "load_model", "run_grid", "runs"]
+__all__ = ["RECIPES", "LayerSkipConfig", "LayerSkipRun", "decoding_table", "load_model", "run_grid", "runs"]
 
 CODE_MODULES = ("rlib.layerskip.grid", "rlib.layerskip.schedules", "rlib.layerskip.training",
                 "rlib.layerskip.analysis", "rlib.train", "rlib.data", "rlib.vocab", "rlib.model.decoder",
@@ -85,6 +87,13 @@ class LayerSkipConfig(Preset):
     eval_windows: int  # held-out windows of the per-exit tables
     probe_points: int  # Fig. 11 points per run
     precision: str
+    decode_exits: tuple[int, ...]  # E of the self-speculation tables (layers that draft)
+    decode_drafts: tuple[int, ...]  # d
+    decode_reuses: tuple[str, ...]  # cache reuse modes timed (Table 6)
+    decode_prompts: int  # held-out windows whose first decode_prompt_len tokens are the prompts
+    decode_prompt_len: int
+    decode_new_tokens: int
+    decode_repeats: int
 
     PRESETS = {
         "smoke": dict(
@@ -92,20 +101,25 @@ class LayerSkipConfig(Preset):
             head_dim=32, d_ffn=128, n_layers=4, seq_len=32, steps=4, batch_size=4, micro_batch_size=2, lr=3e-3,
             warmup_frac=0.25, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational", rotation=0,
             recipes=("baseline", "ld_ee"), seeds=(0,), val_windows=4, eval_windows=4, probe_points=2,
-            precision="no"),
+            precision="no", decode_exits=(2,), decode_drafts=(2,), decode_reuses=("kvq", "none"), decode_prompts=2,
+            decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1),
         # not yet calibrated by a full run: ~0.2 s per step on 2 cores, 14 runs of 400 steps ~ 20 min
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096, d_model=128, n_heads=2,
             n_kv_heads=1, head_dim=64, d_ffn=384, n_layers=12, seq_len=128, steps=400, batch_size=16,
             micro_batch_size=16, lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
             curriculum="rotational", rotation=0, recipes=tuple(RECIPES), seeds=(0, 1), val_windows=32,
-            eval_windows=64, probe_points=6, precision="bf16"),
+            eval_windows=64, probe_points=6, precision="bf16", decode_exits=(3, 6, 9), decode_drafts=(2, 4, 6),
+            decode_reuses=("kvq", "kv", "none"), decode_prompts=8, decode_prompt_len=32, decode_new_tokens=64,
+            decode_repeats=3),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             head_dim=64, d_ffn=1536, n_layers=16, seq_len=512, steps=5000, batch_size=64, micro_batch_size=32,
             lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational",
             rotation=0, recipes=tuple(RECIPES), seeds=(0, 1, 2), val_windows=128, eval_windows=256,
-            probe_points=10, precision="bf16"),
+            probe_points=10, precision="bf16", decode_exits=(4, 8, 12), decode_drafts=(2, 4, 8),
+            decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
+            decode_repeats=3),
     }
 
     def __post_init__(self) -> None:
@@ -128,6 +142,17 @@ class LayerSkipConfig(Preset):
             raise ConfigError("seeds must name at least one seed")
         if self.precision not in ("no", "bf16"):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        for name in ("decode_exits", "decode_drafts", "decode_reuses"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        bad = [e for e in self.decode_exits if not 1 <= e < self.n_layers]
+        if bad:
+            raise ConfigError(f"decode_exits {bad} must lie in [1, n_layers={self.n_layers})")
+        unknown = [r for r in self.decode_reuses if r not in REUSE_MODES]
+        if unknown or "kvq" not in self.decode_reuses:
+            raise ConfigError(f"decode_reuses {list(self.decode_reuses)} must include 'kvq' and name only "
+                              f"{list(REUSE_MODES)}")
+        if self.decode_prompt_len >= self.seq_len:
+            raise ConfigError(f"decode_prompt_len={self.decode_prompt_len} must be shorter than seq_len={self.seq_len}")
 
     def model_config(self, vocab_size: int) -> DecoderConfig:
         return DecoderConfig(
@@ -237,3 +262,26 @@ def load_model(work: Path, run_name: str) -> Decoder:
     if not folder.exists():
         raise FileNotFoundError(f"no trained model at {folder}; run_grid first")
     return convert.load(folder)
+
+
+# ---- decoding ----------------------------------------------------------------------------------------------------
+
+
+def decoding_table(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee")) -> pd.DataFrame:
+    """Every decoder of `rlib.layerskip.decoding` on the first seed's models of `recipes`, batch 1, greedy, on the
+    first tokens of held-out windows (Tables 2-6 and 10 analogs; measured live, not cached: timings belong to this
+    machine and this run)."""
+    from rlib.model.convert import to_transformers
+
+    vocab = vocabulary(cfg)
+    windows = heldout(cfg, vocab, "test", cfg.decode_prompts, seed=2)
+    prompts = [windows[i:i + 1, :cfg.decode_prompt_len] for i in range(len(windows))]
+    cases = decode_cases(cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses)
+    frames = []
+    for recipe in recipes:
+        model = load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name).eval()
+        table = benchmark_decoding(model, prompts, cases, cfg.decode_new_tokens, cfg.decode_repeats,
+                                   hf_model=to_transformers(model), desc=f"decoding {recipe}")
+        table.insert(0, "recipe", recipe)
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True)

@@ -5,6 +5,7 @@
     probe_curves      the middle and last exits' held-out NLL during training, long format (Fig. 11)
     train_curves      training loss against steps, long format (Fig. 12)
     curriculum_table  the early-exit curricula side by side: exits' perplexity and seconds per step (Sec. 4.1.2)
+    decoding_claims   self-speculation: exact, acceptance vs E, the baseline's (lack of) speedup, cache reuse, the peer
     training_claims   the claims a small run can test, held or not, with the numbers; thresholds fixed up front:
                       "far better" = the middle exit's perplexity at least 3x lower (the inventory's small-scale
                       expectation), "small cost" = the last exit's perplexity within 5 %
@@ -17,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["curriculum_table", "exit_table", "mid_last_table", "probe_curves", "train_curves", "training_claims"]
+__all__ = ["curriculum_table", "decoding_claims", "exit_table", "mid_last_table", "probe_curves", "train_curves",
+           "training_claims"]
 
 RECIPE_LABELS = {"baseline": "baseline", "ld": "LD", "ee": "EE", "ld_ee": "LD+EE", "ld_const": "LD const",
                  "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
@@ -138,4 +140,50 @@ def training_claims(results: list[dict[str, Any]], middle: int, last: int) -> pd
         add("The baseline's middle-exit NLL rises (or stalls) during training while EE's keeps falling (Fig. 11)",
             bool(rise["baseline"] > 0.05 and rise["ee"] <= 0.05),
             f"final minus best middle-exit NLL: baseline {rise['baseline']:+.3f}, EE {rise['ee']:+.3f} nats")
+    return pd.DataFrame(rows)
+
+
+def decoding_claims(table: pd.DataFrame, layerskip: str = "ld_ee", goal: float = 1.5) -> pd.DataFrame:
+    """Claims from `rlib.layerskip.grid.decoding_table` (rows per recipe and decoder)."""
+    rows = []
+
+    def add(claim: str, held: bool | None, evidence: str) -> None:
+        rows.append({"claim": claim, "held": {True: "held", False: "not held", None: "not measured"}[held],
+                     "evidence": evidence})
+
+    exact = table[table["method"].isin(["self_speculative", "hf_early_exit", "hf_greedy"])]
+    add("Self-speculative output equals greedy output token for token (every E, d and cache mode tried)",
+        bool(exact["identical_to_greedy"].all()),
+        f"{int(exact['identical_to_greedy'].sum())} of {len(exact)} decoder settings identical on every prompt")
+    spec = table[(table["method"] == "self_speculative") & (table["reuse"] == "kvq")]
+    ours = spec[spec["recipe"] == layerskip]
+    by_exit = ours.groupby("exit_layer")["acceptance"].mean()
+    add("Acceptance rises with the exit layer E (LayerSkip model, mean over d)", bool(by_exit.is_monotonic_increasing),
+        "; ".join(f"E={e}: {a:.2f}" for e, a in by_exit.items()))
+    best = spec.groupby("recipe")["speedup"].max()
+    if "baseline" in best.index:
+        add("The baseline model gets little or no speedup from self-speculation (best <= 1.1x, and below "
+            "LayerSkip's best)", bool(best["baseline"] <= 1.1 and best["baseline"] < best[layerskip]),
+            f"best speedup over (E, d): baseline {best['baseline']:.2f}x, LayerSkip {best[layerskip]:.2f}x")
+    modes = table[(table["method"] == "self_speculative") & (table["recipe"] == layerskip)]
+    wide = modes.pivot_table(index=["exit_layer", "n_draft"], columns="reuse", values="ms_per_token")
+    others = [c for c in wide.columns if c != "kvq"]
+    if others:
+        wins = {c: int((wide["kvq"] < wide[c]).sum()) for c in others}
+        add("Cache reuse lowers time per token (kvq faster than each other mode at most (E, d))",
+            all(w > len(wide) / 2 for w in wins.values()),
+            "; ".join(f"kvq faster than {c} at {w} of {len(wide)} settings, mean ms/token {wide['kvq'].mean():.2f} "
+                      f"vs {wide[c].mean():.2f}" for c, w in wins.items()))
+    top = ours.loc[ours["speedup"].idxmax()]
+    add(f"Self-speculation vs autoregressive on the same LayerSkip model, batch 1 (goal >= {goal}x at the best E)",
+        bool(top["speedup"] >= goal), f"best {top['speedup']:.2f}x at E={int(top['exit_layer'])}, "
+        f"d={int(top['n_draft'])} (acceptance {top['acceptance']:.2f}, layer-count model "
+        f"{top['predicted_speedup']:.2f}x)")
+    peer = table[(table["method"] == "hf_early_exit") & (table["recipe"] == layerskip)].set_index(
+        ["exit_layer", "n_draft"])["ms_per_token"]
+    mine = ours.set_index(["exit_layer", "n_draft"])["ms_per_token"].reindex(peer.index)
+    if len(peer):
+        add("Ours is faster than transformers' assistant_early_exit at the same (E, d)", bool((mine < peer).all()),
+            f"mean ms/token ours {mine.mean():.2f} vs transformers {peer.mean():.2f}; faster at "
+            f"{int((mine < peer).sum())} of {len(peer)} settings")
     return pd.DataFrame(rows)
