@@ -126,3 +126,18 @@ def test_benchmark_runs_and_reports_ratios(tmp_path, capsys):
     longest = table[table["n"] == 64]  # short sequences move more in accumulators than the loop reads
     assert (longest["tiled_elements"] < longest["naive_elements"]).all()
     assert "speedup_vs_naive" not in capsys.readouterr().err
+
+
+def test_bandwidth_table_and_graph_flag_on_cpu(tmp_path, capsys):
+    import pandas as pd
+
+    from kernels.tiled_prefill import bench, tiles
+
+    assert tiles(2) == [(1, 2, 0, 1)]
+    assert bench.tile_bytes(2, 8, element_size=2) == 2 * (1 + 2) * 8 + 4 * 2 * (8 + 2)  # one tile: q, k, v, acc r+w
+    bench.main(["--lengths", "16", "--d-model", "16", "--heads", "2", "--batch", "1", "--repeats", "1", "--modes",
+                "naive", "--cuda-graphs", "--tile-updates", "reference", "--out", str(tmp_path / "b.csv")])
+    assert "--cuda-graphs needs CUDA: skipped" in capsys.readouterr().err
+    updates = pd.read_csv(tmp_path / "b_tile_updates.csv")
+    assert list(updates["impl"]) == ["reference"] and (updates["gb_per_s"] > 0).all()
+    assert (updates["fraction_of_copy"] > 0).all() and not pd.read_csv(tmp_path / "b.csv")["cuda_graph"].any()
