@@ -20,32 +20,56 @@
 # the drafts' KV cache and layer-E states, so greedy output stays exactly the full model's. This chapter builds
 # the whole path in one library (`rlib.layerskip`) and regenerates, at our scale:
 #
-# * per-exit quality after training from scratch with each recipe, baseline vs LD, EE and LD+EE (Figs. 8, 10),
-#   Table 1's middle-vs-last layer, the middle exit during training (Fig. 11), exponential vs constant dropout
-#   (Fig. 12) and the exit-loss curricula;
+# * the motivation (Fig. 2): how many of a pretrained model's layers a generated token needs;
+# * training from scratch with each recipe, baseline vs LD, EE and LD+EE, exit by exit (Fig. 8), the middle exit
+#   during training (Fig. 11), exponential vs constant dropout (Fig. 12) and the exit-loss curricula;
+# * LayerSkip on a pretrained model (SmolLM2-135M): continual pretraining read against the untouched model
+#   (Table 1, Fig. 6) and code fine-tuning against plain fine-tuning (Fig. 10a), perplexity and task accuracy per exit;
 # * self-speculative decoding over exit layer E and draft length d: acceptance, time per token and speedup
 #   (Tables 2-5, 10), cache reuse on and off (Table 6), and transformers' own `assistant_early_exit` side by side.
-#
-# Not yet here (see the chapter's issue): continual pretraining of SmolLM2 and code fine-tuning with LayerSkip.
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.layerskip.grid.LayerSkipConfig)
+profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.layerskip.grid.LayerSkipConfig and adapt.AdaptConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/05_layerskip
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the presets)
 
 # %%
 import pandas as pd
 
-from rlib import book, experiments
-from rlib.layerskip import grid, schedules, tables
+from rlib import assets, book, experiments
+from rlib.layerskip import adapt, adapt_tables, decode_study, grid, schedules, tables
 from rlib.layerskip import plots as ls_plots
 from rlib.layerskip.speculative import self_speculative_generate
 from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss
 
 cfg = grid.LayerSkipConfig.preset(profile)
+acfg = adapt.AdaptConfig.preset(profile)
 run = book.start("05_layerskip", profile, out_dir, seed, cfg)
 work = experiments.work_dir(profile, "05_layerskip")
 cfg
+
+# %%
+acfg
+
+# %% [markdown]
+# ## Why exit early? The layers a token needs (Fig. 2)
+#
+# The paper feeds HumanEval's first prompt to Llama1 7B, lets it complete greedily, and applies the final norm and
+# LM head to every layer's output: on average a generated token is first predicted at layer 23.45 of 32, so even a
+# perfect exit oracle saves at most 26 %. Here is the same probe on the embedded SmolLM2-135M (30 layers). Each
+# column is a generated token; a filled cell means the exit after that layer already gives the model's final
+# choice. "First" is the first such layer, "stable" the layer from which every later exit agrees (the paper's
+# wording fits both):
+
+# %%
+tokenizer = assets.load_tokenizer(acfg.model)
+source = adapt.load_source(acfg)
+n_layers = source.config.n_layers
+probe = decode_study.probe_models({"pretrained": source}, tokenizer, acfg.probe_tokens)["pretrained"]
+print(repr(probe["text"]))
+run.figure(ls_plots.plot_layer_grid(probe["agree"], probe["tokens"], "SmolLM2-135M on HumanEval/0: which exits "
+                                    "already predict each generated token"), "layer_grid_pretrained")
+adapt_tables.probe_summary({"pretrained": probe["table"]}, n_layers)
 
 # %% [markdown]
 # ## The schedules (Eq. 1-6)
@@ -53,7 +77,7 @@ cfg
 # Layer l skips its block for a sample with probability p(l, t) = S(t) D(l) p_max, D(l) = 2^(l/(L-1)) - 1 (zero at
 # the first layer, one at the last), S(t) ramping the same way over training when pretraining from scratch. The
 # exit after layer l gets loss weight e(l) ∝ l(l+1)/2 (scaled by e_scale, the last layer kept heavy), normalised
-# over the layers the curriculum enables at step t. For this chapter's model, at the end of training:
+# over the layers the curriculum enables at step t. For the from-scratch model, at the end of training:
 
 # %%
 layers = cfg.n_layers
@@ -77,12 +101,14 @@ book.show_source(LayerSkipLoss.loss)
 # %% [markdown]
 # ## Training from scratch: what each ingredient does (Figs. 8, 11, 12)
 #
-# Every recipe trains the same deep, narrow Llama-style model (untied head) on the same tokens and steps:
+# Every recipe trains the same deep, narrow Llama-style model (untied head) on the same tokens and steps, here on
+# Python code (Fig. 11's held-out set is The Stack). The recipes that the claims read with a seed spread run with
+# every seed of the preset, the others with the first:
 
 # %%
 results = grid.run_grid(cfg, work)
 exits = run.table(tables.exit_table(results), "exits")
-run.figure(ls_plots.plot_exit_curves(exits, "Held-out perplexity at every exit"), "exit_curves")
+run.figure(ls_plots.plot_exit_curves(exits, "From scratch: held-out perplexity at every exit"), "exit_curves")
 run.table(tables.mid_last_table(results, cfg.middle_exit, cfg.n_layers), "middle_vs_last");
 
 # %% [markdown]
@@ -100,25 +126,90 @@ run.figure(ls_plots.plot_train_loss(tables.train_curves(results, tuple(fig12)), 
 run.table(tables.curriculum_table(results, cfg.middle_exit, cfg.n_layers), "curricula");
 
 # %% [markdown]
+# ## LayerSkip on a pretrained model (Table 1, Figs. 6 and 10a)
+#
+# The paper continually pretrains Llama2 with LD+EE and reads every exit against the original model, and fine-tunes
+# Llama1 on code with and without LayerSkip. Each study here starts every recipe from the same SmolLM2 weights and
+# trains it on the same windows; "plain" is the same training without dropout or exit loss, the fair control for the
+# last exit. Unlike the paper's Llamas, SmolLM2 ties its embedding and head. The runs:
+
+# %%
+adapt_results = adapt.run_grid(acfg, work / "pretrained", source=source)
+run.table(pd.DataFrame([{"run": r["name"], "corpus": r.get("corpus", ""), "tokens": r.get("tokens", 0),
+                         "minutes": r.get("seconds", 0) / 60} for r in adapt_results]), "pretrained_runs");
+
+# %% [markdown]
+# Table 1's layout for each study: perplexity on each held-out corpus and accuracy on the book's local tasks, at the
+# last and the middle exit. The task accuracies come from one pass per item over every exit, equal to lm-eval's own
+# run with `--model_args ...,exit_layer=E` (`rlib.layerskip.exit_tasks`):
+
+# %%
+middle = n_layers // 2
+for study in acfg.studies:
+    run.table(adapt_tables.table_1(adapt_results, study.name, middle, n_layers), f"table_1_{study.name}",
+              floatfmt=".3g")
+    labels = {r: adapt_tables.label(r) for r in (adapt.SOURCE, *study.recipes)}
+    exits_long, tasks_long = adapt_tables.exit_long(adapt_results), adapt_tables.task_long(adapt_results)
+    run.figure(ls_plots.plot_study_exits(exits_long[exits_long["study"] == study.name],
+                                         tasks_long[tasks_long["study"] == study.name], labels,
+                                         f"{study.name}: every exit of SmolLM2-135M"), f"exits_{study.name}")
+run.table(adapt_tables.exit_long(adapt_results), "pretrained_exits", show=False)
+run.table(adapt_tables.task_long(adapt_results), "pretrained_tasks", show=False);
+
+# %% [markdown]
+# Fig. 2's probe again, on the LayerSkip models: an ensemble of depths should settle on its final token earlier.
+
+# %%
+layerskip_models = {f"{s.name} LD+EE": adapt.load_model(work / "pretrained", adapt.AdaptRun(s.name, "ld_ee").name)
+                    for s in acfg.studies if "ld_ee" in s.recipes}
+probes = {"pretrained": probe, **decode_study.probe_models(layerskip_models, tokenizer, acfg.probe_tokens)}
+probe_table = run.table(adapt_tables.probe_summary({k: v["table"] for k, v in probes.items()}, n_layers),
+                        "layers_needed")
+if layerskip_models:
+    name = list(layerskip_models)[-1]
+    run.figure(ls_plots.plot_layer_grid(probes[name]["agree"], probes[name]["tokens"],
+                                        f"{name} on HumanEval/0"), "layer_grid_layerskip")
+
+# %% [markdown]
 # ## Self-speculative decoding (Tables 2-6, 10)
 #
 # Draft d tokens with the first E layers, verify them with one pass of the rest, commit the agreeing prefix plus the
 # verifier's next token. With the shared KV cache and the exit-query cache ("kvq") the verifier starts at layer E;
 # "kv" reruns layers below E for the drafted tokens, "none" gives the draft its own cache (as transformers'
-# `assistant_early_exit` does, timed alongside on the exported weights). Batch 1, greedy, EOS ignored:
+# `assistant_early_exit` does, timed alongside on the exported weights). Batch 1, greedy, EOS ignored; the
+# autoregressive row runs through the same code and cache:
 
 # %%
 book.show_source(self_speculative_generate)
 
+# %% [markdown]
+# The from-scratch models (baseline and LD+EE), with transformers alongside:
+
 # %%
-decoding = run.table(grid.decoding_table(cfg, work), "decoding")
+decoding = run.table(decode_study.scratch_decoding(cfg, work), "decoding")
+
+# %% [markdown]
+# SmolLM2 after each study, plain vs LD+EE: the code study decodes HumanEval prompts (Table 4's setting), the
+# continual study held-out text:
+
+# %%
+pretrained_decoding = {}
+for study in acfg.studies:
+    recipes = tuple(r for r in ("baseline", "ld_ee") if r in study.recipes)
+    pretrained_decoding[study.name] = run.table(decode_study.adapt_decoding(acfg, work / "pretrained", study.name,
+                                                                            recipes), f"decoding_{study.name}")
 
 # %% [markdown]
 # ## Claims
 
 # %%
-claims = run.table(pd.concat([tables.training_claims(results, cfg.middle_exit, cfg.n_layers),
-                              tables.decoding_claims(decoding)], ignore_index=True), "claims")
+claim_tables = [tables.training_claims(results, cfg.middle_exit, cfg.n_layers),
+                tables.decoding_claims(decoding, scope="from scratch"),
+                adapt_tables.adapt_claims(adapt_results, {s.name: s.corpus for s in acfg.studies}, middle, n_layers,
+                                          probe=probe_table)]
+claim_tables += [tables.decoding_claims(table, scope=f"SmolLM2 {name}") for name, table in pretrained_decoding.items()
+                 if "ld_ee" in set(table["recipe"])]
+claims = run.table(pd.concat(claim_tables, ignore_index=True), "claims")
 for row in claims.itertuples():
     run.metric(f"claim/{row.claim}", row.held)
 run.finish()

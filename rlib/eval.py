@@ -326,19 +326,22 @@ class RlibLM(_LM):
     """lm-eval model "rlib": the book's `Decoder` (any execution plan) scored in-process.
 
     model_args: path=<folder from convert.save> | model=<asset name or Decoder>, tokenizer=<asset name, folder
-    or tokenizer>, dtype=float32|bfloat16, batch_size, device, max_length (default min(model's, 2048)).
+    or tokenizer>, dtype=float32|bfloat16, batch_size, device, max_length (default min(model's, 2048)),
+    exit_layer=E (score with the first E plan steps and the shared head: LayerSkip's early-exit inference;
+    default the whole plan). `score_exits` scores several exits from one pass (no lm-eval in between).
     BOS convention: when the tokenizer adds a BOS (Gemma) every scored window starts with it; otherwise
     (SmolLM2) only an empty context gets the BOS/EOS token as a prefix, as lm-eval's HFLM does.
     """
 
     def __init__(self, path=None, model=None, tokenizer=None, dtype="float32", batch_size=8, device="cpu",
-                 max_length=None, **_ignored):
+                 max_length=None, exit_layer=None, **_ignored):
         super().__init__()
         self._device = _available_device(device)
         self.decoder = _load_decoder(path, model, str(self._device)).to(self._device)
         if str(dtype) not in ("auto", "None"):
             self.decoder = self.decoder.to(_DTYPES[str(dtype)] if isinstance(dtype, str) else dtype)
         self.decoder.eval()
+        self.exits = self._check_exits([len(self.decoder.plan) if exit_layer in (None, "", "None") else exit_layer])
         self.tokenizer = _load_tokenizer(tokenizer or _default_tokenizer(path, model, self.decoder))
         self.batch_size = _batch_size(batch_size)
         self.max_length = int(max_length or min(self.decoder.config.max_positions, DEFAULT_MAX_LENGTH))
@@ -346,6 +349,17 @@ class RlibLM(_LM):
         self.add_bos = self.tokenizer.bos_token_id is not None and probe[:1] == [self.tokenizer.bos_token_id]
         bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
         self.prefix_id = bos if bos is not None else eos
+
+    def _check_exits(self, exits) -> tuple[int, ...]:
+        depth = len(self.decoder.plan)
+        try:
+            chosen = tuple(sorted({int(e) for e in exits}))
+        except (TypeError, ValueError):
+            chosen = ()
+        if not chosen or not all(1 <= e <= depth for e in chosen):
+            raise ValueError(f"exit_layer {list(exits)} must be whole numbers in [1, {depth}] (the plan steps run "
+                             "before the shared head)")
+        return chosen
 
     # ---- tokens ----------------------------------------------------------------------------------------
     def _encode(self, text: str) -> list[int]:
@@ -375,10 +389,11 @@ class RlibLM(_LM):
         return ids[len(ids) - self.max_length :]
 
     # ---- scoring ---------------------------------------------------------------------------------------
-    def _final_hidden(self, ids: torch.Tensor, start: int = 0, cache: Any = None) -> torch.Tensor:
-        """Hidden states [B, T, D] after the whole plan for tokens at positions start..start+T-1 (no head:
-        logits are computed only where scored). With start 0 the attention is plain causal (right padding
-        is harmless); otherwise the tokens attend to `cache` (the shared context) and to each other."""
+    def _exit_hidden(self, ids: torch.Tensor, start: int = 0, cache: Any = None) -> list[torch.Tensor]:
+        """Hidden states [B, T, D] after each of `self.exits` plan steps (the whole plan by default) for tokens at
+        positions start..start+T-1 (no head: logits are computed only where scored). With start 0 the attention
+        is plain causal (right padding is harmless); otherwise the tokens attend to `cache` (the shared context)
+        and to each other."""
         decoder = self.decoder
         b, t = ids.shape
         positions = torch.arange(start, start + t, device=ids.device).expand(b, t)
@@ -386,12 +401,19 @@ class RlibLM(_LM):
             cache = decoder.new_cache()
         x = decoder.embed_tokens(ids)
         ctx = decoder.context(positions, x.dtype, cache, plain_causal=start == 0)
-        for depth in range(len(decoder.plan)):
+        states = []
+        for depth in range(self.exits[-1]):
             x = decoder.run_step(depth, x, ctx)
-        return x
+            if depth + 1 in self.exits:
+                states.append(x)
+        return states
 
-    def _score_rows(self, hidden: torch.Tensor, targets: list[int]) -> tuple[float, bool]:
-        """Summed log-probability of `targets` [N] from hidden states [N, D], and whether all are the argmax."""
+    def _score_rows(self, hidden: list[torch.Tensor], targets: list[int]) -> list[tuple[float, bool]]:
+        """Per exit: summed log-probability of `targets` [N] from hidden states [N, D], and whether all are the
+        argmax."""
+        return [self._score_exit(h, targets) for h in hidden]
+
+    def _score_exit(self, hidden: torch.Tensor, targets: list[int]) -> tuple[float, bool]:
         targets = torch.tensor(targets, device=hidden.device)
         rows = max(1, MAX_LOGIT_ELEMENTS // 8 // self.decoder.config.vocab_size)
         total, greedy = 0.0, True
@@ -408,26 +430,26 @@ class RlibLM(_LM):
             ids[i, : len(row)] = torch.tensor(row)
         return ids.to(self._device)
 
-    def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+    def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[tuple[float, bool]]]:
         """Independent (context, continuation) pairs, one row each."""
         inputs = [self._fit(c, t) for c, t in pairs]
-        hidden = self._final_hidden(self._padded(inputs))  # [B, T, D]
+        hidden = self._exit_hidden(self._padded(inputs))  # per exit [B, T, D]
         # the hidden states at the last len(target) input positions predict the continuation
-        return [self._score_rows(hidden[row, len(seq) - len(t) : len(seq)], t)
+        return [self._score_rows([h[row, len(seq) - len(t) : len(seq)] for h in hidden], t)
                 for row, (seq, (_, t)) in enumerate(zip(inputs, pairs))]
 
-    def _score_shared(self, context: list[int], targets: list[list[int]]) -> list[tuple[float, bool]]:
+    def _score_shared(self, context: list[int], targets: list[list[int]]) -> list[list[tuple[float, bool]]]:
         """Several continuations of one context: the context (but its last token) runs once into a KV cache."""
         cache = self.decoder.new_cache()
-        self._final_hidden(self._padded([context[:-1]]), cache=cache)
+        self._exit_hidden(self._padded([context[:-1]]), cache=cache)
         for slot in range(cache.n_slots):
             if cache.keys[slot] is not None:
                 cache.keys[slot] = cache.keys[slot].expand(len(targets), -1, -1, -1)
                 cache.values[slot] = cache.values[slot].expand(len(targets), -1, -1, -1)
                 cache.positions[slot] = cache.positions[slot].expand(len(targets), -1)
         rows = [[context[-1], *t[:-1]] for t in targets]
-        hidden = self._final_hidden(self._padded(rows), start=len(context) - 1, cache=cache)  # [N, T, D]
-        return [self._score_rows(hidden[i, : len(t)], t) for i, t in enumerate(targets)]
+        hidden = self._exit_hidden(self._padded(rows), start=len(context) - 1, cache=cache)  # per exit [N, T, D]
+        return [self._score_rows([h[i, : len(t)] for h in hidden], t) for i, t in enumerate(targets)]
 
     def _jobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[str, list[int]]]:
         """Shared-context groups (2+ continuations, fitting max_length) and batches of the rest, longest first."""
@@ -445,9 +467,9 @@ class RlibLM(_LM):
         jobs += [("batch", rest[i : i + self.batch_size]) for i in range(0, len(rest), self.batch_size)]
         return jobs
 
-    def _score(self, pairs: list[tuple[list[int], list[int]]], desc: str = "rlib") -> list[tuple[float, bool]]:
-        """(sum logprob, is_greedy) of every (context ids, continuation ids)."""
-        results: list[tuple[float, bool] | None] = [None] * len(pairs)
+    def _score(self, pairs: list[tuple[list[int], list[int]]], desc: str = "rlib") -> list[list[tuple[float, bool]]]:
+        """Per (context ids, continuation ids), per exit of `self.exits`: (sum logprob, is_greedy)."""
+        results: list[list[tuple[float, bool]] | None] = [None] * len(pairs)
         jobs = self._jobs(pairs)
         with torch.inference_mode():
             for kind, members in _progress(jobs, desc=desc, unit="job", disable=len(jobs) < 2):
@@ -459,10 +481,20 @@ class RlibLM(_LM):
                     results[i] = result
         return results  # type: ignore[return-value]
 
+    def score_exits(self, requests: list[tuple[str, str]], exits) -> list[list[tuple[float, bool]]]:
+        """(context, continuation) strings -> per request, per exit in ascending order: (sum logprob, is_greedy),
+        exactly what `loglikelihood` gives with `exit_layer` set to that exit, from one pass per request."""
+        chosen, saved = self._check_exits(exits), self.exits
+        self.exits = chosen
+        try:
+            return self._score([self._encode_pair(c, t) for c, t in requests], desc="score exits")
+        finally:
+            self.exits = saved
+
     # ---- the lm-eval interface ---------------------------------------------------------------------------
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         pairs = [self._encode_pair(*req.args) for req in requests]
-        return self._score(pairs, desc="loglikelihood")
+        return [scores[0] for scores in self._score(pairs, desc="loglikelihood")]
 
     def _rolling_windows(self, text: str) -> list[tuple[list[int], list[int]]]:
         from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
@@ -476,9 +508,26 @@ class RlibLM(_LM):
         flat = self._score([w for doc in windows for w in doc], desc="rolling")
         totals, start = [], 0
         for doc in windows:
-            totals.append(sum(logprob for logprob, _ in flat[start : start + len(doc)]))
+            totals.append(sum(scores[0][0] for scores in flat[start : start + len(doc)]))
             start += len(doc)
         return totals
+
+    def _greedy(self, ids: list[int], steps: int, eos: tuple[int, ...]) -> list[int]:
+        """ids + up to `steps` greedy tokens (stopping after an EOS), exiting after `exit_layer` plan steps."""
+        prompt = torch.tensor([ids], device=self._device)
+        exit_layer = self.exits[0]
+        if exit_layer == len(self.decoder.plan):
+            return self.decoder.generate(prompt, steps, eos_ids=eos)[0].tolist()
+        cache, out = self.decoder.new_cache(), list(ids)
+        logits = self.decoder(prompt, cache=cache, n_steps=exit_layer, last_only=True)  # [1, 1, V]
+        for i in range(steps):
+            token = int(logits[0, -1].argmax())
+            out.append(token)
+            if token in eos or i == steps - 1:
+                break
+            logits = self.decoder(torch.tensor([[token]], device=self._device), cache=cache, n_steps=exit_layer,
+                                  last_only=True)
+        return out
 
     def _generate_one(self, context: str, until: list[str], max_new: int) -> str:
         """Greedy continuation via Decoder.generate, GENERATE_CHUNK tokens at a time, cut at the first stop string."""
@@ -487,7 +536,7 @@ class RlibLM(_LM):
         eos = tuple(self.decoder.config.eos_ids) or (self.tokenizer.eos_token_id,)
         while len(ids) - prompt_len < max_new:
             step = min(GENERATE_CHUNK, max_new - (len(ids) - prompt_len))
-            out = self.decoder.generate(torch.tensor([ids], device=self._device), step, eos_ids=eos)[0].tolist()
+            out = self._greedy(ids, step, eos)
             new, ids = out[len(ids) :], out
             text = self.tokenizer.decode(ids[prompt_len:], skip_special_tokens=True)
             if any(s in text for s in until) or any(t in eos for t in new) or len(new) < step:

@@ -362,8 +362,14 @@ def evaluate(accelerator, model, val_windows: Dataset, cfg: TrainConfig) -> tupl
 
 def _accelerator(cfg: TrainConfig):
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
     precision = cfg.mixed_precision
+    state = AcceleratorState._shared_state
+    if state and str(state.get("_mixed_precision", precision)) != precision:
+        # accelerate keeps one precision per process; a notebook that trains in bf16 after fp32 (or back) drops the
+        # old setting here. Only the precision state goes: the process group (PartialState) stays as it is.
+        AcceleratorState._reset_state(reset_partial_state=False)
     # cpu=True without CUDA: torchrun's WORLD_SIZE then means gloo processes (accelerate ignores it otherwise)
     return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=precision, gradient_accumulation_steps=1,
                        step_scheduler_with_optimizer=False)

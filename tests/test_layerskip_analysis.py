@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
 from rlib.early_exit import static_exit_losses
-from rlib.layerskip.analysis import exit_metrics, layers_needed
+from rlib.layerskip.analysis import exit_metrics, layers_needed, motivation_probe
 from tests.test_looping import ids, tiny_model
 
 
@@ -42,3 +43,28 @@ def test_layers_needed_reads_both_definitions():
         assert token.stable == min(layer + 1 for layer in range(4) if all(agree[layer:]))
     with pytest.raises(ValueError, match="first_generated=0"):
         layers_needed(model, sequence, 0)
+
+
+def test_exit_metrics_on_chosen_exits_equal_the_full_table():
+    model = tiny_model(4)
+    windows = ids(3, 12, seed=4)
+    full = exit_metrics(model, windows, batch_size=2).set_index("exit_layer")
+    chosen = exit_metrics(model, windows, batch_size=2, exits=(3, 1)).set_index("exit_layer")
+    assert list(chosen.index) == [1, 3]
+    pd.testing.assert_frame_equal(chosen, full.loc[[1, 3]])
+    with pytest.raises(ValueError, match=r"exits \[0\] must name layers"):
+        exit_metrics(model, windows, exits=(0,))
+
+
+def test_motivation_probe_reads_the_models_own_greedy_continuation():
+    model = tiny_model(4, seed=2)
+    prompt = ids(1, 5, seed=6)
+    table, agree = motivation_probe(model, prompt, new_tokens=7)
+    sequence = model.generate(prompt, 7, eos_ids=())[0]
+    assert table["token"].tolist() == sequence[5:].tolist() and agree.shape == (4, 7)
+    assert bool(agree[-1].all())  # the last exit agrees with itself
+    pd.testing.assert_frame_equal(table, layers_needed(model, sequence, 5))
+    # the model's own greedy choice is what the last exit predicts at each position
+    assert table["final_argmax"].tolist() == table["token"].tolist()
+    with pytest.raises(ValueError, match=r"prompt must be \[1, T\]"):
+        motivation_probe(model, ids(2, 5), 3)

@@ -25,7 +25,9 @@ def test_recipes_set_dropout_and_exit_loss_as_named():
     assert seen["ld"] == (0.2, "exp", 0.0, "rotational") and seen["ld_const"] == (0.2, "constant", 0.0, "rotational")
     assert seen["ee"] == (0.0, "exp", 0.2, "rotational") and seen["ld_ee"] == (0.2, "exp", 0.2, "rotational")
     assert seen["ee_all"][3] == "all" and seen["ee_gradual"][3] == "gradual"
-    assert len({r.name for r in grid.runs(cfg)}) == len(grid.RECIPES) * len(cfg.seeds)
+    names = [r.name for r in grid.runs(cfg)]
+    assert len(set(names)) == len(names) == len(grid.RECIPES) + len(cfg.spread_recipes) * (len(cfg.seeds) - 1)
+    assert {r.recipe for r in grid.runs(cfg) if r.seed != cfg.seeds[0]} == set(cfg.spread_recipes)
 
 
 def test_a_built_run_trains(tmp_path):
@@ -43,6 +45,8 @@ def test_bad_configs_fail_before_any_work():
         cfg.override(recipes=("ld",))
     with pytest.raises(ConfigError, match="curriculum='cyclic'"):
         cfg.override(curriculum="cyclic")
+    with pytest.raises(ConfigError, match=r"spread_recipes \['ld'\] are not among recipes"):
+        cfg.override(spread_recipes=("ld",))
     with pytest.raises(ConfigError, match="n_layers=2"):
         cfg.override(n_layers=2)
 

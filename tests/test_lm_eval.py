@@ -115,15 +115,16 @@ def test_cloze_and_ppl_items(built):
 # the adapter against a hand computation
 
 
-def _hand_loglikelihood(decoder, tokenizer, context: str, continuation: str) -> tuple[float, bool]:
-    """SmolLM2's convention: no BOS; an empty context is replaced by the BOS/EOS token."""
+def _hand_loglikelihood(decoder, tokenizer, context: str, continuation: str,
+                        n_steps: int | None = None) -> tuple[float, bool]:
+    """SmolLM2's convention: no BOS; an empty context is replaced by the BOS/EOS token. n_steps: exit early."""
     context_ids = tokenizer(context, add_special_tokens=False)["input_ids"]
     whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
     target = whole[len(context_ids) :]
     context_ids = whole[: len(context_ids)] or [tokenizer.bos_token_id]
     ids = torch.tensor([context_ids + target])
     with torch.no_grad():
-        logprobs = torch.log_softmax(decoder(ids)[0].float(), dim=-1)  # [T, V]
+        logprobs = torch.log_softmax(decoder(ids, n_steps=n_steps)[0].float(), dim=-1)  # [T, V]
     rows = logprobs[len(context_ids) - 1 : -1]  # the positions that predict the continuation
     total = sum(float(rows[j, t]) for j, t in enumerate(target))
     return total, all(int(rows[j].argmax()) == t for j, t in enumerate(target))
@@ -162,7 +163,7 @@ def test_rolling_and_generation(smol_tokenizer):
     windows = lm._rolling_windows(text)
     assert sum(len(t) for _, t in windows) == len(ids) and windows[0][0] == [smol_tokenizer.bos_token_id]
     (total,) = lm.loglikelihood_rolling(_requests((text,)))
-    assert total == pytest.approx(sum(lp for lp, _ in lm._score(windows)), rel=1e-5)
+    assert total == pytest.approx(sum(scores[0][0] for scores in lm._score(windows)), rel=1e-5)
     short = "Shall I compare thee"
     want, _ = _hand_loglikelihood(decoder, smol_tokenizer, "", short)
     assert lm.loglikelihood_rolling(_requests((short,)))[0] == pytest.approx(want, rel=1e-4)
@@ -171,6 +172,41 @@ def test_rolling_and_generation(smol_tokenizer):
     if stop:
         cut = lm.generate_until(_requests(("Once upon a time", {"until": [stop], "max_gen_toks": 40})))[0]
         assert cut == full[: full.index(stop)]
+
+
+PAIRS = [("The quick brown fox", " jumps over the lazy dog"), ("The quick brown fox", " sleeps"),
+         ("To be, or not to be,", " that is the question"), ("", "Hello world")]
+
+
+def test_exit_layer_scores_the_first_steps_and_the_shared_head(smol_tokenizer):
+    decoder = _tiny_decoder(len(smol_tokenizer))
+    early = rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, batch_size=2, exit_layer="1")  # as model_args give it
+    got = early.loglikelihood(_requests(*PAIRS))
+    for (context, continuation), (logprob, greedy) in zip(PAIRS, got):
+        want, want_greedy = _hand_loglikelihood(decoder, smol_tokenizer, context, continuation, n_steps=1)
+        assert logprob == pytest.approx(want, rel=1e-4, abs=1e-3) and greedy == want_greedy
+    full = rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, batch_size=2).loglikelihood(_requests(*PAIRS))
+    assert [lp for lp, _ in got] != pytest.approx([lp for lp, _ in full])  # the exit changes the scores
+    both = early.score_exits(PAIRS, exits=(2, 1))  # ascending: exit 1, then exit 2
+    for exit_index, reference in ((0, got), (1, full)):
+        assert [b[exit_index][0] for b in both] == pytest.approx([lp for lp, _ in reference], rel=1e-5)
+        assert [b[exit_index][1] for b in both] == [g for _, g in reference]
+    assert early.exits == (1,)  # score_exits leaves the configured exit alone
+    for bad in (0, 3, "x"):
+        with pytest.raises(ValueError, match=r"must be whole numbers in \[1, 2\]"):
+            rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, exit_layer=bad)
+
+
+def test_generation_with_an_exit_layer_is_early_exit_greedy(smol_tokenizer):
+    from rlib.layerskip.speculative import early_exit_generate
+
+    decoder = _tiny_decoder(len(smol_tokenizer))
+    lm = rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, exit_layer=1)
+    prompt = smol_tokenizer("Once upon a time", add_special_tokens=False)["input_ids"]
+    want = early_exit_generate(decoder, torch.tensor([prompt]), 12, 1, eos_ids=(2,))[0].tolist()
+    assert lm._greedy(prompt, 12, (2,)) == want
+    text = lm.generate_until(_requests(("Once upon a time", {"until": [], "max_gen_toks": 12})))[0]
+    assert text == smol_tokenizer.decode(want[len(prompt):], skip_special_tokens=True)
 
 
 # ----------------------------------------------------------------------------------------------

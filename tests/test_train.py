@@ -103,6 +103,16 @@ def test_loss_decreases_on_a_repeated_batch(tmp_path):
     assert (tmp_path / "summary.json").exists() and (tmp_path / "checkpoint" / "latest.json").exists()
 
 
+def test_one_process_trains_in_bf16_after_fp32_and_back(tmp_path):
+    """accelerate keeps one precision per process; a chapter trains several configs in one kernel."""
+    cfg = base_config(max_steps=3, warmup_steps=1, eval_every=0)
+    first = train(tiny_decoder(), Windows(8), cfg, tmp_path / "fp32")
+    in_bf16 = train(tiny_decoder(), Windows(8), cfg.override(mixed_precision="bf16"), tmp_path / "bf16")
+    again = train(tiny_decoder(), Windows(8), cfg, tmp_path / "fp32-again")
+    assert first.losses() == again.losses()  # fp32 again, bit for bit
+    assert in_bf16.losses() != first.losses()  # and the bf16 run did run in bf16
+
+
 def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     cfg = base_config(max_steps=4, eval_every=0)
     a, b = tiny_decoder(), tiny_decoder()

@@ -1,7 +1,8 @@
 """Chapter 05's experiments (paper 004): LayerSkip recipes trained from scratch, read exit by exit.
 
-A run is a recipe and a seed. Every recipe trains the same Llama-style model (untied head, as the paper's Llama
-models; deep and narrow, so that early exits have room) on the same tokens and steps:
+A run is a recipe and a seed (every recipe with the first seed; `spread_recipes` with the others too). Every recipe
+trains the same Llama-style model (untied head, as the paper's Llama models; deep and narrow, so that early exits
+have room) on the same tokens and steps:
 
     baseline     plain next-token training
     ld           layer dropout (p_max, exponential over layers and over training steps: S_exp, Eq. 3-4)
@@ -30,7 +31,6 @@ import torch
 from rlib import data, experiments
 from rlib.config import ConfigError, Preset
 from rlib.layerskip.analysis import exit_metrics
-from rlib.layerskip.decoding import benchmark_decoding, decode_cases
 from rlib.layerskip.schedules import CURRICULA, TIME_SCHEDULES
 from rlib.layerskip.speculative import REUSE_MODES
 from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss
@@ -39,7 +39,7 @@ from rlib.model.init import init_weights
 from rlib.train import TrainConfig, train
 from rlib.vocab import CompactVocab, CompactWindows
 
-__all__ = ["RECIPES", "LayerSkipConfig", "LayerSkipRun", "decoding_table", "load_model", "run_grid", "runs"]
+__all__ = ["RECIPES", "LayerSkipConfig", "LayerSkipRun", "load_model", "run_grid", "runs"]
 
 CODE_MODULES = ("rlib.layerskip.grid", "rlib.layerskip.schedules", "rlib.layerskip.training",
                 "rlib.layerskip.analysis", "rlib.train", "rlib.data", "rlib.vocab", "rlib.model.decoder",
@@ -82,7 +82,8 @@ class LayerSkipConfig(Preset):
     curriculum: str  # of the "ee" and "ld_ee" recipes
     rotation: int  # R of the rotational curriculum (0 = L - 1, as most of the paper's runs)
     recipes: tuple[str, ...]
-    seeds: tuple[int, ...]
+    seeds: tuple[int, ...]  # every recipe runs with the first seed
+    spread_recipes: tuple[str, ...]  # these also run with the other seeds (the claims that read a seed spread)
     val_windows: int  # held-out windows of the Fig. 11 probe
     eval_windows: int  # held-out windows of the per-exit tables
     probe_points: int  # Fig. 11 points per run
@@ -100,15 +101,16 @@ class LayerSkipConfig(Preset):
             tokenizer="smollm2-135m", corpus="shakespeare", vocab_size=512, d_model=64, n_heads=2, n_kv_heads=1,
             head_dim=32, d_ffn=128, n_layers=4, seq_len=32, steps=4, batch_size=4, micro_batch_size=2, lr=3e-3,
             warmup_frac=0.25, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational", rotation=0,
-            recipes=("baseline", "ld_ee"), seeds=(0,), val_windows=4, eval_windows=4, probe_points=2,
+            recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=(), val_windows=4, eval_windows=4, probe_points=2,
             precision="no", decode_exits=(2,), decode_drafts=(2,), decode_reuses=("kvq", "none"), decode_prompts=2,
             decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1),
-        # not yet calibrated by a full run: ~0.2 s per step on 2 cores, 14 runs of 400 steps ~ 20 min
+        # code, as Fig. 11's held-out set (The Stack): predictable enough for shallow exits to draft
         "cpu": dict(
-            tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096, d_model=128, n_heads=2,
+            tokenizer="smollm2-135m", corpus="python-stdlib", vocab_size=4096, d_model=128, n_heads=2,
             n_kv_heads=1, head_dim=64, d_ffn=384, n_layers=12, seq_len=128, steps=400, batch_size=16,
             micro_batch_size=16, lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
-            curriculum="rotational", rotation=0, recipes=tuple(RECIPES), seeds=(0, 1), val_windows=32,
+            curriculum="rotational", rotation=0, recipes=tuple(RECIPES), seeds=(0, 1),
+            spread_recipes=("baseline", "ld", "ld_ee", "ld_const"), val_windows=32,
             eval_windows=64, probe_points=6, precision="bf16", decode_exits=(3, 6, 9), decode_drafts=(2, 4, 6),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=8, decode_prompt_len=32, decode_new_tokens=64,
             decode_repeats=3),
@@ -116,7 +118,8 @@ class LayerSkipConfig(Preset):
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             head_dim=64, d_ffn=1536, n_layers=16, seq_len=512, steps=5000, batch_size=64, micro_batch_size=32,
             lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational",
-            rotation=0, recipes=tuple(RECIPES), seeds=(0, 1, 2), val_windows=128, eval_windows=256,
+            rotation=0, recipes=tuple(RECIPES), seeds=(0, 1, 2), spread_recipes=tuple(RECIPES), val_windows=128,
+            eval_windows=256,
             probe_points=10, precision="bf16", decode_exits=(4, 8, 12), decode_drafts=(2, 4, 8),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
             decode_repeats=3),
@@ -125,9 +128,13 @@ class LayerSkipConfig(Preset):
     def __post_init__(self) -> None:
         object.__setattr__(self, "recipes", tuple(self.recipes))
         object.__setattr__(self, "seeds", tuple(self.seeds))
+        object.__setattr__(self, "spread_recipes", tuple(self.spread_recipes))
         unknown = [r for r in self.recipes if r not in RECIPES]
         if unknown:
             raise ConfigError(f"recipes {unknown} unknown; choose from {list(RECIPES)}")
+        stray = [r for r in self.spread_recipes if r not in self.recipes]
+        if stray:
+            raise ConfigError(f"spread_recipes {stray} are not among recipes {list(self.recipes)}")
         if "baseline" not in self.recipes:
             raise ConfigError("recipes must include 'baseline' (every comparison is against it)")
         if self.time_schedule not in TIME_SCHEDULES:
@@ -162,6 +169,11 @@ class LayerSkipConfig(Preset):
             rope_thetas=(1e4,) * self.n_layers, sliding_windows=(None,) * self.n_layers,
             attn_scale=self.head_dim**-0.5, tie_embeddings=False)
 
+    def training_key(self) -> dict[str, Any]:
+        """The fields a trained run depends on: everything but the decoding settings, so that changing how the
+        models are decoded never retrains them."""
+        return {name: value for name, value in self.to_dict().items() if not name.startswith("decode_")}
+
     @property
     def middle_exit(self) -> int:
         """Table 1's "middle layer": the exit after L/2 layers."""
@@ -179,7 +191,9 @@ class LayerSkipRun:
 
 
 def runs(cfg: LayerSkipConfig) -> list[LayerSkipRun]:
-    return [LayerSkipRun(recipe, seed) for seed in cfg.seeds for recipe in cfg.recipes]
+    """Every recipe with the first seed, then the spread recipes with each further seed."""
+    first = [LayerSkipRun(recipe, cfg.seeds[0]) for recipe in cfg.recipes]
+    return first + [LayerSkipRun(recipe, seed) for seed in cfg.seeds[1:] for recipe in cfg.spread_recipes]
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
@@ -253,7 +267,7 @@ def run_grid(cfg: LayerSkipConfig, work: Path) -> list[dict[str, Any]]:
         vocab.save(work / "vocab.json")
     windows = {"val": heldout(cfg, vocab, "validation", cfg.val_windows, seed=1),
                "test": heldout(cfg, vocab, "test", cfg.eval_windows, seed=0)}
-    return experiments.run_cached(runs(cfg), work, (cfg,), CODE_MODULES,
+    return experiments.run_cached(runs(cfg), work, (cfg.training_key(),), CODE_MODULES,
                                   lambda run, key: run_one(run, cfg, work, vocab, windows, key))
 
 
@@ -262,26 +276,3 @@ def load_model(work: Path, run_name: str) -> Decoder:
     if not folder.exists():
         raise FileNotFoundError(f"no trained model at {folder}; run_grid first")
     return convert.load(folder)
-
-
-# ---- decoding ----------------------------------------------------------------------------------------------------
-
-
-def decoding_table(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee")) -> pd.DataFrame:
-    """Every decoder of `rlib.layerskip.decoding` on the first seed's models of `recipes`, batch 1, greedy, on the
-    first tokens of held-out windows (Tables 2-6 and 10 analogs; measured live, not cached: timings belong to this
-    machine and this run)."""
-    from rlib.model.convert import to_transformers
-
-    vocab = vocabulary(cfg)
-    windows = heldout(cfg, vocab, "test", cfg.decode_prompts, seed=2)
-    prompts = [windows[i:i + 1, :cfg.decode_prompt_len] for i in range(len(windows))]
-    cases = decode_cases(cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses)
-    frames = []
-    for recipe in recipes:
-        model = load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name).eval()
-        table = benchmark_decoding(model, prompts, cases, cfg.decode_new_tokens, cfg.decode_repeats,
-                                   hf_model=to_transformers(model), desc=f"decoding {recipe}")
-        table.insert(0, "recipe", recipe)
-        frames.append(table)
-    return pd.concat(frames, ignore_index=True)

@@ -3,18 +3,23 @@
     plot_exit_curves  held-out perplexity after every layer, one line per recipe, log scale (Figs. 6, 8, 10)
     plot_probe        the middle and last exits' held-out NLL during training, per recipe (Fig. 11)
     plot_train_loss   training loss against steps for chosen recipes (Fig. 12: exponential vs constant dropout)
+    plot_study_exits  one panel per evaluation corpus (perplexity) and per task (accuracy), exit by exit, one line per
+                      model of a study on the pretrained model (Figs. 6 and 10a)
+    plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
 """
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
 from rlib.layerskip.tables import RECIPE_LABELS
-from rlib.plotting import PALETTE, finish, new_figure
+from rlib.plotting import PALETTE, finish, new_figure, style
 
-__all__ = ["plot_exit_curves", "plot_probe", "plot_train_loss"]
+__all__ = ["plot_exit_curves", "plot_layer_grid", "plot_probe", "plot_study_exits", "plot_train_loss"]
 
 
 def _colours(recipes: list[str]) -> dict[str, tuple]:
@@ -59,3 +64,53 @@ def plot_train_loss(curves: pd.DataFrame, title: str, smooth: int = 10) -> Figur
         ax.plot(part["step"], part["loss"].rolling(smooth, min_periods=1).mean(), color=colours[recipe],
                 label=RECIPE_LABELS.get(recipe, recipe))
     return finish(fig, "training step", "training loss (last layer)", title, fontsize=8)
+
+
+def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
+    """`exits` and `tasks` of one study (`rlib.layerskip.adapt_tables.exit_long` / `task_long`); labels: recipe ->
+    legend name, in drawing order."""
+    style()
+    corpora = list(dict.fromkeys(exits["corpus"]))
+    task_names = list(dict.fromkeys(tasks["task"]))
+    panels = len(corpora) + len(task_names)
+    columns = min(3, panels)
+    rows = -(-panels // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.6 * rows), squeeze=False)
+    colours = _colours(list(labels))
+    for ax, corpus in zip(axes.flat, corpora):
+        for recipe, name in labels.items():
+            part = exits[(exits["corpus"] == corpus) & (exits["recipe"] == recipe)]
+            ax.plot(part["exit_layer"], part["ppl"], marker="o", markersize=3, color=colours[recipe], label=name)
+        ax.set_yscale("log")
+        ax.set_title(f"perplexity: {corpus}", fontsize=9)
+    for ax, task in zip(axes.flat[len(corpora):], task_names):
+        for recipe, name in labels.items():
+            part = tasks[(tasks["task"] == task) & (tasks["recipe"] == recipe)]
+            ax.plot(part["exit_layer"], 100 * part["value"], marker="o", markersize=3, color=colours[recipe],
+                    label=name)
+        metric = tasks.loc[tasks["task"] == task, "metric"].iloc[0]
+        ax.set_title(f"{task} ({metric}, %)", fontsize=9)
+    for ax in axes.flat[panels:]:
+        ax.set_visible(False)
+    for ax in axes.flat[:panels]:
+        ax.set_xlabel("exit after layer", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_layer_grid(agree: np.ndarray, tokens: list[str], title: str) -> Figure:
+    """agree [L, n]: whether the exit after layer l (row l, 1-based) predicts generated token j's final choice; one
+    column per generated token, labelled with its text (Fig. 2b's layout, read as agreement with the last layer)."""
+    n_layers, n_tokens = agree.shape
+    fig, ax = new_figure(max(6.4, 0.22 * n_tokens + 1.5), 4.2)
+    ax.imshow(agree.astype(float), aspect="auto", origin="lower", cmap="Blues", vmin=0, vmax=1.25,
+              extent=(-0.5, n_tokens - 0.5, 0.5, n_layers + 0.5), interpolation="nearest")
+    ax.set_xticks(range(n_tokens), [repr(t)[1:-1] for t in tokens], rotation=90, fontsize=6, family="monospace")
+    ax.set_yticks(range(1, n_layers + 1, max(1, n_layers // 10)))
+    ax.set_ylabel("exit after layer")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig

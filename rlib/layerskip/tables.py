@@ -126,13 +126,14 @@ def training_claims(results: list[dict[str, Any]], middle: int, last: int) -> pd
             "the seed s.d.)", bool(gap > spread), f"final training loss (last 10 % of steps): Exp {mean_exp:.4f}, "
             f"Const {mean_const:.4f}, gap {gap:+.4f}, seed s.d. {spread:.4f} ({len(exp)} seeds)")
     if {"ee", "ee_all"} <= recipes:
-        seconds = {r: sum(x["step_seconds"] for x in results if x["recipe"] == r) for r in ("ee", "ee_all")}
+        seconds = {r: pd.Series([x["step_seconds"] for x in results if x["recipe"] == r]).mean()
+                   for r in ("ee", "ee_all")}
         add("Early-exit loss on every layer at every step hurts the last layer and costs time (vs the rotational "
             "curriculum)", bool(table.loc["ee_all", "ppl_last"] > table.loc["ee", "ppl_last"]
                                 and seconds["ee_all"] > seconds["ee"]),
             f"last-exit perplexity: all {table.loc['ee_all', 'ppl_last']:.2f} vs rotational "
             f"{table.loc['ee', 'ppl_last']:.2f}; seconds per step {seconds['ee_all']:.3f} vs {seconds['ee']:.3f} "
-            "(summed over seeds)")
+            "(mean over seeds)")
     curves = probe_curves(results)
     if len(curves) and {"baseline", "ee"} <= recipes:
         mid = curves[curves["exit_layer"] == middle].groupby(["recipe", "step"])["nll"].mean()
@@ -143,13 +144,14 @@ def training_claims(results: list[dict[str, Any]], middle: int, last: int) -> pd
     return pd.DataFrame(rows)
 
 
-def decoding_claims(table: pd.DataFrame, layerskip: str = "ld_ee", goal: float = 1.5) -> pd.DataFrame:
-    """Claims from `rlib.layerskip.grid.decoding_table` (rows per recipe and decoder)."""
+def decoding_claims(table: pd.DataFrame, layerskip: str = "ld_ee", goal: float = 1.5, scope: str = "") -> pd.DataFrame:
+    """Claims from a `rlib.layerskip.decode_study` table (rows per recipe and decoder); `scope` prefixes each claim
+    (which models they are about)."""
     rows = []
 
     def add(claim: str, held: bool | None, evidence: str) -> None:
-        rows.append({"claim": claim, "held": {True: "held", False: "not held", None: "not measured"}[held],
-                     "evidence": evidence})
+        rows.append({"claim": f"{scope}: {claim}" if scope else claim,
+                     "held": {True: "held", False: "not held", None: "not measured"}[held], "evidence": evidence})
 
     exact = table[table["method"].isin(["self_speculative", "hf_early_exit", "hf_greedy"])]
     add("Self-speculative output equals greedy output token for token (every E, d and cache mode tried)",

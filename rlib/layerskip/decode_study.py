@@ -1,0 +1,106 @@
+"""Chapter 05's decoding tables over trained models (paper 004, Tables 2-6 and 10; inventory Sec. 5.3).
+
+    decode_models     every case of `rlib.layerskip.decoding` on each of several models, the same prompts, one table
+    scratch_decoding  the from-scratch grid's models (`rlib.layerskip.grid`) on held-out windows of their corpus,
+                      with transformers' greedy and `assistant_early_exit` on the exported weights alongside
+    adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
+                      Table 4's HumanEval setting) or held-out windows of the study's corpus
+
+    probe_models      Fig. 2's motivation probe on HumanEval's first prompt for several models: each model's greedy
+                      continuation, the layers each generated token needs, and the agreement grid
+
+Timings are measured live, never cached: they belong to this machine and this run. Batch 1, greedy, EOS ignored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from rlib import assets, data
+from rlib.config import ConfigError
+from rlib.layerskip import adapt, grid
+from rlib.layerskip.analysis import motivation_probe
+from rlib.layerskip.decoding import benchmark_decoding, decode_cases
+from rlib.model import Decoder
+
+__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "probe_models", "scratch_decoding"]
+
+
+def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
+                  drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
+                  peers: bool) -> pd.DataFrame:
+    """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
+    transformers' greedy and early-exit assisted generation on each model exported to transformers."""
+    from rlib.model.convert import to_transformers
+
+    if not models:
+        raise ConfigError("decode_models needs at least one model")
+    cases = decode_cases(exits, drafts, reuses, peers=peers)
+    frames = []
+    for label, model in models.items():
+        model.eval()
+        table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
+                                   hf_model=to_transformers(model) if peers else None, desc=f"decoding {label}")
+        table.insert(0, "recipe", label)
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor]:
+    return [windows[i:i + 1, :prompt_len] for i in range(len(windows))]
+
+
+def scratch_decoding(cfg: grid.LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
+                     peers: bool = True) -> pd.DataFrame:
+    """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows."""
+    windows = grid.heldout(cfg, grid.vocabulary(cfg), "test", cfg.decode_prompts, seed=2)
+    models = {recipe: grid.load_model(work, grid.LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
+    return decode_models(models, _window_prompts(windows, cfg.decode_prompt_len), cfg.decode_exits,
+                         cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers)
+
+
+def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
+    """The first `n` HumanEval prompts (in task order) as [1, T] ids, without special tokens (SmolLM2 adds none)."""
+    import gzip
+    import json
+
+    path = next(assets.path("humaneval").rglob("HumanEval.jsonl.gz"))
+    with gzip.open(path, "rt") as handle:
+        problems = [json.loads(line) for line in handle][:n]
+    return [torch.tensor([tokenizer(p["prompt"], add_special_tokens=False)["input_ids"]]) for p in problems]
+
+
+def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
+                   peers: bool = False, source: Decoder | None = None) -> pd.DataFrame:
+    """A study's models of `recipes` (adapt.SOURCE names the pretrained model: `source`, or loaded from the
+    config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise."""
+    corpus = cfg.study(study).corpus
+    if corpus == "python-stdlib":
+        prompts = humaneval_prompts(assets.load_tokenizer(cfg.model), cfg.decode_prompts)
+    else:
+        windows = data.heldout_windows(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts, split="test",
+                                       seed=2)
+        prompts = _window_prompts(windows, cfg.decode_prompt_len)
+    names = {recipe: recipe if recipe == adapt.SOURCE else adapt.AdaptRun(study, recipe).name for recipe in recipes}
+    models = {recipe: source if recipe == adapt.SOURCE and source is not None else adapt.load_model(work, name, cfg)
+              for recipe, name in names.items()}
+    table = decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
+                          cfg.decode_new_tokens, cfg.decode_repeats, peers)
+    table.insert(0, "study", study)
+    return table
+
+
+def probe_models(models: dict[str, Decoder], tokenizer, new_tokens: int) -> dict[str, dict]:
+    """{label: {"table": layers_needed table, "agree": [L, n] bool array, "tokens": generated token texts,
+    "text": the continuation}} on HumanEval/0's prompt (the paper's Fig. 2 prompt)."""
+    (prompt,) = humaneval_prompts(tokenizer, 1)
+    out = {}
+    for label, model in models.items():
+        table, agree = motivation_probe(model, prompt, new_tokens)
+        ids = table["token"].tolist()
+        out[label] = {"table": table, "agree": agree.numpy(), "tokens": [tokenizer.decode([i]) for i in ids],
+                      "text": tokenizer.decode(ids)}
+    return out
