@@ -112,6 +112,10 @@ run.figure(ls_plots.plot_exit_curves(exits, "From scratch: held-out perplexity a
 run.table(tables.mid_last_table(results, cfg.middle_exit, cfg.n_layers), "middle_vs_last");
 
 # %% [markdown]
+# `agree_last` is the share of held-out positions where an exit's greedy token is the last exit's: the acceptance a
+# draft from that exit would get on real text, teacher-forced, so unaffected by what the model does when it
+# generates on its own (below).
+#
 # Fig. 11 tracks the middle exit during training: without an exit loss nothing ties the middle layers' states to
 # the head, and the paper sees their perplexity rise as training goes on. Fig. 12 compares the exponential
 # per-layer dropout with a constant rate of the same mean. The curricula trade exit quality against the cost of
@@ -183,7 +187,9 @@ if layerskip_models:
 book.show_source(self_speculative_generate)
 
 # %% [markdown]
-# The from-scratch models (baseline and LD+EE), with transformers alongside:
+# The from-scratch models (baseline and LD+EE), with transformers alongside. Small models trained for minutes fall
+# into greedy loops (`distinct_2`, distinct bigrams over bigrams of the output, near 0): a loop is easy for any exit
+# to draft, so read their acceptance next to `distinct_2`, and `agree_last` above for real text:
 
 # %%
 decoding = run.table(decode_study.scratch_decoding(cfg, work), "decoding")

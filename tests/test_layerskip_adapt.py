@@ -31,6 +31,7 @@ def test_presets_build_and_bad_settings_fail_early():
         assert all(isinstance(s, adapt.Study) for s in cfg.studies)
     cfg = adapt.AdaptConfig.preset("cpu")
     assert cfg.exits(30) == (3, 6, 9, 12, 15, 18, 21, 24, 27, 30) and cfg.exits(8) == (3, 4, 6, 8)
+    assert cfg.task_exits(30) == (6, 12, 15, 18, 24, 30)
     assert [r.name for r in adapt.runs(cfg)] == ["source", "continual-baseline", "continual-ld_ee", "code-baseline",
                                                  "code-ld_ee"]
     study = dict(name="x", corpus="shakespeare", steps=2, lr=1e-4, recipes=("ld_ee",), p_max=0.1, e_scale=0.2,
@@ -78,7 +79,7 @@ def test_a_study_runs_end_to_end_and_is_cached(tmp_path, needs_assets, monkeypat
     cfg = adapt.AdaptConfig.preset("smoke").override(decode_exits=(2,))
     source = _source(len(assets.load_tokenizer(cfg.model)))
     results = adapt.run_grid(cfg, tmp_path, source=source)
-    assert [r["name"] for r in results] == ["source", "continual-ld_ee"]
+    assert [r["name"] for r in results] == ["source", "continual-ld_ee", "code-ld_ee"]
     for r in results:
         assert {row["exit_layer"] for row in r["exits"]} == {2, 4} == {row["exit_layer"] for row in r["tasks"]}
         assert all(math.isfinite(row["nll"]) for row in r["exits"])
@@ -91,7 +92,7 @@ def test_a_study_runs_end_to_end_and_is_cached(tmp_path, needs_assets, monkeypat
     assert adapt.run_grid(cfg, tmp_path, source=source) == results and not calls  # cached: nothing reruns
 
     long = adapt_tables.exit_long(results)
-    assert set(long["recipe"]) == {"source", "ld_ee"} and set(long["study"]) == {"continual"}
+    assert set(long["recipe"]) == {"source", "ld_ee"} and set(long["study"]) == {"continual", "code"}
     table = adapt_tables.table_1(results, "continual", middle=2, last=4)
     assert list(table.columns) == ["metric", "last pretrained", "last LD+EE", "middle pretrained", "middle LD+EE"]
     assert table["metric"].tolist() == ["PPL shakespeare", "book_cloze acc (%)"]
@@ -105,7 +106,8 @@ def test_a_study_runs_end_to_end_and_is_cached(tmp_path, needs_assets, monkeypat
 
 def _result(study: str, recipe: str, ppl: dict[int, float], acc: dict[int, float]) -> dict:
     return {"name": f"{study}-{recipe}", "study": study, "recipe": recipe,
-            "exits": [{"corpus": "poetry", "exit_layer": e, "nll": math.log(p), "ppl": p, "top1_acc": 0.1}
+            "exits": [{"corpus": "poetry", "exit_layer": e, "nll": math.log(p), "ppl": p, "top1_acc": 0.1,
+                       "agree_last": 0.5}
                       for e, p in ppl.items()],
             "tasks": [{"task": "book_cloze", "exit_layer": e, "metric": "acc", "value": a, "n": 10}
                       for e, a in acc.items()]}

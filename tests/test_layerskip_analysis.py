@@ -25,6 +25,11 @@ def test_exit_metrics_agree_with_the_static_exit_losses():
         logits = model(windows)
     last_acc = (logits[:, :-1].argmax(-1) == windows[:, 1:]).float().mean().item()
     assert table["top1_acc"].iloc[-1] == pytest.approx(last_acc)
+    assert table["agree_last"].iloc[-1] == 1.0
+    with torch.no_grad():
+        hidden = model(windows, return_hidden=True).hidden_states
+    first = model.head(hidden[0][:, :-1]).argmax(-1)
+    assert table["agree_last"].iloc[0] == pytest.approx((first == logits[:, :-1].argmax(-1)).float().mean().item())
 
 
 def test_layers_needed_reads_both_definitions():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlib.config import ConfigError
-from rlib.layerskip.decoding import DecodeCase, benchmark_decoding, decode_cases, predicted_speedup
+from rlib.layerskip.decoding import DecodeCase, benchmark_decoding, decode_cases, distinct_2, predicted_speedup
 from rlib.model.convert import to_transformers
 from tests.test_looping import ids, tiny_model
 
@@ -23,6 +23,13 @@ def test_benchmark_rows_are_exact_and_relative_to_autoregressive():
     assert table["speedup"].iloc[0] == 1.0 and (table["ms_per_token"] > 0).all()
     spec = table[table["method"] == "self_speculative"]
     assert spec["acceptance"].between(0, 1).all() and spec["predicted_speedup"].notna().all()
+    assert table["distinct_2"].between(0, 1).all()
+    assert (exact["distinct_2"] == table["distinct_2"].iloc[0]).all()  # same tokens, same diversity
+
+
+def test_distinct_2_flags_loops():
+    assert distinct_2([5, 5, 5, 5, 5]) == 0.25 and distinct_2([1, 2, 3, 4]) == 1.0 and distinct_2([7]) == 1.0
+    assert distinct_2([1, 2, 1, 2, 1]) == 0.5
 
 
 def test_predicted_speedup_matches_the_inventorys_table_10_check():

@@ -9,11 +9,13 @@ import pytest
 from rlib.layerskip import tables
 
 
-def record(recipe, seed, mid_nll, last_nll, final_loss=3.0, step_seconds=0.1, probe_mid=(5.0, 4.0, 3.5)):
+def record(recipe, seed, mid_nll, last_nll, final_loss=3.0, step_seconds=0.1, probe_mid=(5.0, 4.0, 3.5),
+           agree_mid=None):
     nll = [mid_nll + 1.0, mid_nll, (mid_nll + last_nll) / 2, last_nll]  # exits 1..4, middle = 2
     return {"recipe": recipe, "seed": seed, "step_seconds": step_seconds,
             "exits": {"exit_layer": [1, 2, 3, 4], "nll": nll, "ppl": [math.exp(x) for x in nll],
-                      "top1_acc": [0.1, 0.2, 0.3, 0.4]},
+                      "top1_acc": [0.1, 0.2, 0.3, 0.4],
+                      "agree_last": [0.2, 0.5 if agree_mid is None else agree_mid, 0.8, 1.0]},
             "probe": [{"step": 10 * i, "nll_exit_2": v, "nll_exit_4": 3.0} for i, v in enumerate(probe_mid)],
             "train_curve": {"step": list(range(1, 21)), "loss": [final_loss + 0.01 * (20 - s) for s in range(1, 21)]}}
 
@@ -21,7 +23,7 @@ def record(recipe, seed, mid_nll, last_nll, final_loss=3.0, step_seconds=0.1, pr
 def results():
     return [record("baseline", 0, 6.0, 3.00, probe_mid=(5.0, 4.0, 4.5)), record("baseline", 1, 6.2, 3.02,
                                                                                  probe_mid=(5.0, 4.1, 4.6)),
-            record("ld_ee", 0, 4.0, 3.03), record("ld_ee", 1, 4.1, 3.04),
+            record("ld_ee", 0, 4.0, 3.03, agree_mid=0.7), record("ld_ee", 1, 4.1, 3.04, agree_mid=0.6),
             record("ee", 0, 4.2, 3.01), record("ld", 0, 5.5, 3.0),
             record("ld", 1, 5.5, 3.0, final_loss=2.9), record("ld_const", 0, 5.6, 3.0, final_loss=3.2),
             record("ld_const", 1, 5.6, 3.0, final_loss=3.2),
@@ -40,10 +42,11 @@ def test_exit_and_mid_last_tables_average_seeds():
 
 def test_training_claims_follow_the_numbers():
     claims = tables.training_claims(results(), middle=2, last=4).set_index("claim")["held"]
-    assert list(claims) == ["held", "held", "held", "held", "held"]
-    worse = [r for r in results() if r["recipe"] != "ld_ee"] + [record("ld_ee", 0, 5.9, 3.5)]
-    first = tables.training_claims(worse, middle=2, last=4)["held"].iloc[0]
-    assert first == "not held"
+    assert list(claims) == ["held"] * 6
+    assert "50.0 % of positions (baseline) vs 65.0 %" in tables.training_claims(results(), 2, 4)["evidence"].iloc[1]
+    worse = [r for r in results() if r["recipe"] != "ld_ee"] + [record("ld_ee", 0, 5.9, 3.5, agree_mid=0.4)]
+    held = tables.training_claims(worse, middle=2, last=4)["held"]
+    assert held.iloc[0] == "not held" and held.iloc[1] == "not held"
 
 
 def test_long_curves_and_the_curriculum_table():
@@ -69,7 +72,8 @@ def test_the_figures_draw_every_recipe():
 
 def decode_rows(recipe, base_ms, acceptance_by_exit, kvq_factor=0.9, peer_factor=1.2):
     rows = [{"recipe": recipe, "method": "autoregressive", "exit_layer": 4, "n_draft": 0, "reuse": "",
-             "ms_per_token": base_ms, "acceptance": float("nan"), "identical_to_greedy": True}]
+             "ms_per_token": base_ms, "acceptance": float("nan"), "identical_to_greedy": True,
+             "distinct_2": 0.9 if recipe == "ld_ee" else 0.1}]
     for exit_layer, acceptance in acceptance_by_exit.items():
         for n_draft in (2, 4):
             ms = base_ms * (0.5 + 0.1 * exit_layer) / (1 + acceptance)
@@ -94,5 +98,7 @@ def test_decoding_claims_follow_the_numbers():
     assert len(claims) == 6
     assert list(claims)[:2] == ["held", "held"] and claims.iloc[2] == "not held"  # baseline E=1..3 still speeds up
     assert claims.iloc[3] == "held" and claims.iloc[5] == "held"
+    assert "distinct-2 (1 = no repeated bigram): baseline 0.10, LayerSkip 0.90" in claims.index[2] + \
+        tables.decoding_claims(table)["evidence"].iloc[2]
     table.loc[table["method"] == "hf_early_exit", "identical_to_greedy"] = [False] + [True] * 11
     assert tables.decoding_claims(table)["held"].iloc[0] == "not held"

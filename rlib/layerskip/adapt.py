@@ -101,7 +101,7 @@ class AdaptConfig(Preset):
     seed: int
     eval_corpora: tuple[str, ...]  # held-out perplexity per exit on each
     eval_windows: int
-    exit_stride: int  # read exits stride, 2 stride, ..., plus the middle and the last layer
+    exit_stride: int  # perplexity at exits stride, 2 stride, ..., the middle and the last; tasks at every other one
     tasks: tuple[str, ...]  # local tasks read per exit (rlib.layerskip.exit_tasks)
     task_items: int  # first test items of each task
     decode_exits: tuple[int, ...]  # E of the self-speculation tables
@@ -123,12 +123,12 @@ class AdaptConfig(Preset):
                           e_scale=0.2, curriculum="rotational", rotation=0),
                      dict(name="code", corpus="python-stdlib", steps=1, lr=3e-4, recipes=("ld_ee",), p_max=0.1,
                           e_scale=1.0, curriculum="rotational", rotation=0))),
-        # about 35 min on 2 cores: 4 runs of 512-token steps at 3-5 s a step, and 5 models read at 12 exits
+        # about 35 min on 2 cores: 4 runs of 512-token steps at 3-5 s a step, and 5 models read exit by exit
         "cpu": dict(
             model="smollm2-135m", seq_len=128, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=16,
-            exit_stride=3, tasks=EXIT_TASKS, task_items=60, decode_exits=(8, 15, 22), decode_drafts=(2, 4),
-            decode_reuses=("kvq",), decode_prompts=4, decode_prompt_len=32, decode_new_tokens=48, decode_repeats=1,
+            exit_stride=3, tasks=EXIT_TASKS, task_items=40, decode_exits=(8, 15), decode_drafts=(2, 4),
+            decode_reuses=("kvq",), decode_prompts=3, decode_prompt_len=32, decode_new_tokens=40, decode_repeats=1,
             probe_tokens=48,
             studies=(dict(name="continual", corpus="gutenberg-poetry", steps=160, lr=3e-4,
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
@@ -178,12 +178,18 @@ class AdaptConfig(Preset):
                 return study
         raise ConfigError(f"no study {name!r}; this config has {[s.name for s in self.studies]}")
 
-    def exits(self, n_layers: int) -> tuple[int, ...]:
-        """The exits read: every `exit_stride`-th layer, the middle one (Table 1) and the last."""
-        return tuple(sorted({*range(self.exit_stride, n_layers + 1, self.exit_stride), n_layers // 2, n_layers}))
+    def exits(self, n_layers: int, stride: int | None = None) -> tuple[int, ...]:
+        """The exits read for perplexity: every `exit_stride`-th layer, the middle one (Table 1) and the last."""
+        stride = stride or self.exit_stride
+        return tuple(sorted({*range(stride, n_layers + 1, stride), n_layers // 2, n_layers}))
+
+    def task_exits(self, n_layers: int) -> tuple[int, ...]:
+        """The exits read for task accuracy: every 2 `exit_stride`-th layer, the middle and the last (each exit
+        costs a vocabulary-sized head over every scored token)."""
+        return self.exits(n_layers, 2 * self.exit_stride)
 
     def train_config(self, study: Study) -> TrainConfig:
-        return TrainConfig(lr=study.lr, schedule="cosine", warmup_steps=min(self.warmup_steps, study.steps),
+        return TrainConfig(lr=study.lr, schedule="cosine", warmup_steps=min(self.warmup_steps, study.steps - 1),
                            max_steps=study.steps, batch_size=self.batch_size, micro_batch_size=self.micro_batch_size,
                            eval_every=0, checkpoint_every=0, checkpoint_final=False, seed=self.seed,
                            mixed_precision=self.precision)
@@ -226,7 +232,8 @@ def read_exits(model: Decoder, cfg: AdaptConfig, tokenizer) -> dict[str, list[di
         frame = exit_metrics(model, windows, batch_size=cfg.micro_batch_size, exits=exits)
         frame.insert(0, "corpus", corpus)
         frames.append(frame)
-    tasks = exit_task_accuracy(model, tokenizer, exits, cfg.tasks, cfg.task_items, batch_size=cfg.micro_batch_size)
+    tasks = exit_task_accuracy(model, tokenizer, cfg.task_exits(len(model.plan)), cfg.tasks, cfg.task_items,
+                               batch_size=cfg.micro_batch_size)
     return {"exits": pd.concat(frames, ignore_index=True).to_dict("records"), "tasks": tasks.to_dict("records")}
 
 

@@ -45,7 +45,8 @@ def _long(results: list[dict[str, Any]], field: str) -> pd.DataFrame:
 
 
 def exit_long(results: list[dict[str, Any]]) -> pd.DataFrame:
-    return _long(results, "exits")[["study", "recipe", "corpus", "exit_layer", "nll", "ppl", "top1_acc"]]
+    return _long(results, "exits")[["study", "recipe", "corpus", "exit_layer", "nll", "ppl", "top1_acc",
+                                     "agree_last"]]
 
 
 def task_long(results: list[dict[str, Any]]) -> pd.DataFrame:

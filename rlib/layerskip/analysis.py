@@ -35,24 +35,29 @@ def _check_exits(exits: tuple[int, ...] | None, n_layers: int) -> tuple[int, ...
 def exit_metrics(model: Decoder, windows: torch.Tensor, batch_size: int = 8,
                  exits: tuple[int, ...] | None = None) -> pd.DataFrame:
     """windows [N, T] -> one row per exit (layer 1..L: the head after that many layers; default every layer): nll,
-    ppl, top1_acc. The model runs once per batch, up to the deepest exit asked for."""
+    ppl, top1_acc, and agree_last: the share of positions where the exit's argmax is the last exit's (what a greedy
+    draft from that exit would get accepted on this text, teacher-forced). The model runs once per batch."""
     model.eval()
     exits = _check_exits(exits, len(model.plan))
     nll = torch.zeros(len(exits), dtype=torch.float64)
     right = torch.zeros(len(exits), dtype=torch.float64)
+    agree = torch.zeros(len(exits), dtype=torch.float64)
     count = 0
     device = next(model.parameters()).device
     for start in range(0, len(windows), batch_size):
         batch = windows[start:start + batch_size].to(device)  # [b, T]
         targets = batch[:, 1:].flatten()
-        hidden = model(batch, return_hidden=True, n_steps=exits[-1]).hidden_states
+        out = model(batch, return_hidden=True)
+        final = out.logits[:, :-1].flatten(0, 1).argmax(-1)  # [b (T - 1)]: the last exit's choices
         for i, layer in enumerate(exits):
-            logits = model.head(hidden[layer - 1][:, :-1]).flatten(0, 1).float()  # [b (T - 1), V]
+            logits = model.head(out.hidden_states[layer - 1][:, :-1]).flatten(0, 1).float()  # [b (T - 1), V]
             nll[i] += F.cross_entropy(logits, targets, reduction="sum").item()
             right[i] += (logits.argmax(-1) == targets).sum().item()
+            agree[i] += (logits.argmax(-1) == final).sum().item()
         count += targets.numel()
     rows = [{"exit_layer": layer, "nll": float(nll[i] / count), "ppl": math.exp(float(nll[i] / count)),
-             "top1_acc": float(right[i] / count)} for i, layer in enumerate(exits)]
+             "top1_acc": float(right[i] / count), "agree_last": float(agree[i] / count)}
+            for i, layer in enumerate(exits)]
     return pd.DataFrame(rows)
 
 

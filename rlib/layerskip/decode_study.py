@@ -31,19 +31,22 @@ __all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "probe_models
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
                   drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
-                  peers: bool) -> pd.DataFrame:
+                  peers: bool, full: tuple[str, ...] | None = None) -> pd.DataFrame:
     """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
-    transformers' greedy and early-exit assisted generation on each model exported to transformers."""
+    transformers' greedy and early-exit assisted generation on each model exported to transformers. full: the
+    labels that get every reuse mode and the peers (default all); the others get the "kvq" rows only."""
     from rlib.model.convert import to_transformers
 
     if not models:
         raise ConfigError("decode_models needs at least one model")
-    cases = decode_cases(exits, drafts, reuses, peers=peers)
     frames = []
     for label, model in models.items():
         model.eval()
+        whole = full is None or label in full
+        cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole)
         table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
-                                   hf_model=to_transformers(model) if peers else None, desc=f"decoding {label}")
+                                   hf_model=to_transformers(model) if peers and whole else None,
+                                   desc=f"decoding {label}")
         table.insert(0, "recipe", label)
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
@@ -54,12 +57,14 @@ def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor
 
 
 def scratch_decoding(cfg: grid.LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
-                     peers: bool = True) -> pd.DataFrame:
-    """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows."""
+                     peers: bool = True, layerskip: str = "ld_ee") -> pd.DataFrame:
+    """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows; the
+    `layerskip` model gets every reuse mode and the peers, the others the "kvq" rows."""
     windows = grid.heldout(cfg, grid.vocabulary(cfg), "test", cfg.decode_prompts, seed=2)
     models = {recipe: grid.load_model(work, grid.LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
     return decode_models(models, _window_prompts(windows, cfg.decode_prompt_len), cfg.decode_exits,
-                         cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers)
+                         cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
+                         full=(layerskip,))
 
 
 def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:

@@ -5,6 +5,8 @@ method produces the same count). The autoregressive baseline runs through the sa
 self-speculation (`n_draft=0`), as the official code does for an apples-to-apples comparison; transformers' own
 greedy and early-exit assisted generation run on the exported weights. Each (method, prompt) is timed `repeats`
 times after one warm-up, and the median counts; ms/token = the sum of medians over the sum of new tokens.
+`distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
+loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
 
 The layer-count model of the inventory gives each self-speculative row a predicted speedup:
 
@@ -26,7 +28,8 @@ from rlib.layerskip.speculative import REUSE_MODES, early_exit_generate, self_sp
 from rlib.model import Decoder
 from rlib.progress import progress
 
-__all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "predicted_speedup", "run_case"]
+__all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "distinct_2", "predicted_speedup",
+           "run_case"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
 
@@ -67,6 +70,12 @@ def predicted_speedup(acceptance: float, n_draft: int, exit_layer: int, n_layers
     return (acceptance * n_draft + 1) * n_layers / ((n_draft + 1) * exit_layer + rho * (n_layers - exit_layer))
 
 
+def distinct_2(tokens: list[int]) -> float:
+    """Distinct bigrams over bigrams of a token sequence (1.0 for fewer than two tokens)."""
+    pairs = list(zip(tokens[:-1], tokens[1:]))
+    return len(set(pairs)) / len(pairs) if pairs else 1.0
+
+
 def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None):
     """Decode `prompt` [1, T] with `case`, EOS ignored -> (ids [1, T + n], SpeculativeStats or None)."""
     if case.method == "autoregressive":
@@ -101,7 +110,7 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     for case in progress(cases, desc=desc, unit="case"):
         run_case(case, model, prompts[0], max_new_tokens, hf_model)  # warm-up
         seconds = tokens = drafted = accepted = rounds = 0
-        identical = True
+        identical, diversity = True, []
         for index, prompt in enumerate(prompts):
             times = []
             for _ in range(repeats):
@@ -110,6 +119,7 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
                 times.append(time.perf_counter() - started)
             seconds += statistics.median(times)
             tokens += out.shape[1] - prompt.shape[1]
+            diversity.append(distinct_2(out[0, prompt.shape[1]:].tolist()))
             if case.method == "autoregressive":
                 reference.append(out)
             identical &= bool(torch.equal(out, reference[index]))
@@ -119,7 +129,8 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
         row = {"method": case.method, "label": case.label, "exit_layer": case.exit_layer or n_layers,
                "n_draft": case.n_draft, "reuse": case.reuse, "ms_per_token": 1000 * seconds / tokens,
                "acceptance": acceptance, "tokens_per_round": tokens / rounds if rounds else float("nan"),
-               "identical_to_greedy": identical, "new_tokens": tokens}
+               "identical_to_greedy": identical, "new_tokens": tokens,
+               "distinct_2": sum(diversity) / len(diversity)}
         if case.method == "self_speculative":
             row["predicted_speedup"] = predicted_speedup(acceptance, case.n_draft, case.exit_layer, n_layers)
         rows.append(row)

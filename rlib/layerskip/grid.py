@@ -111,9 +111,9 @@ class LayerSkipConfig(Preset):
             micro_batch_size=16, lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
             curriculum="rotational", rotation=0, recipes=tuple(RECIPES), seeds=(0, 1),
             spread_recipes=("baseline", "ld", "ld_ee", "ld_const"), val_windows=32,
-            eval_windows=64, probe_points=6, precision="bf16", decode_exits=(3, 6, 9), decode_drafts=(2, 4, 6),
+            eval_windows=64, probe_points=6, precision="bf16", decode_exits=(2, 3, 6), decode_drafts=(2, 4),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=8, decode_prompt_len=32, decode_new_tokens=64,
-            decode_repeats=3),
+            decode_repeats=2),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             head_dim=64, d_ffn=1536, n_layers=16, seq_len=512, steps=5000, batch_size=64, micro_batch_size=32,

@@ -37,10 +37,11 @@ def _exits_long(results: list[dict[str, Any]]) -> pd.DataFrame:
 def exit_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     long = _exits_long(results)
     table = long.groupby(["recipe", "exit_layer"], sort=False).agg(
-        nll=("nll", "mean"), nll_sd=("nll", "std"), top1_acc=("top1_acc", "mean"), seeds=("seed", "count"))
+        nll=("nll", "mean"), nll_sd=("nll", "std"), top1_acc=("top1_acc", "mean"), agree_last=("agree_last", "mean"),
+        seeds=("seed", "count"))
     table = table.reset_index()
     table["ppl"] = table["nll"].map(math.exp)  # perplexity of the seed-mean NLL
-    return table[["recipe", "exit_layer", "nll", "nll_sd", "ppl", "top1_acc", "seeds"]]
+    return table[["recipe", "exit_layer", "nll", "nll_sd", "ppl", "top1_acc", "agree_last", "seeds"]]
 
 
 def mid_last_table(results: list[dict[str, Any]], middle: int, last: int) -> pd.DataFrame:
@@ -52,6 +53,7 @@ def mid_last_table(results: list[dict[str, Any]], middle: int, last: int) -> pd.
         rows.append({"recipe": recipe, "label": RECIPE_LABELS.get(recipe, recipe),
                      "ppl_middle": part.loc[middle, "ppl"], "ppl_last": part.loc[last, "ppl"],
                      "acc_middle": part.loc[middle, "top1_acc"], "acc_last": part.loc[last, "top1_acc"],
+                     "agree_middle": part.loc[middle, "agree_last"],
                      "middle_vs_baseline": base.loc[middle, "ppl"] / part.loc[middle, "ppl"],
                      "last_vs_baseline": part.loc[last, "ppl"] / base.loc[last, "ppl"]})
     return pd.DataFrame(rows)
@@ -112,6 +114,12 @@ def training_claims(results: list[dict[str, Any]], middle: int, last: int) -> pd
             f"({100 * (row['last_vs_baseline'] - 1):+.1f} %)")
     else:
         add("LayerSkip (LD+EE) makes middle-layer exits far better than the baseline's", None, "no ld_ee run")
+    if "ld_ee" in recipes:
+        ls, base = table.loc["ld_ee", "agree_middle"], table.loc["baseline", "agree_middle"]
+        add("On held-out text the middle exit's greedy token matches the last exit's more often with LayerSkip (a "
+            "teacher-forced acceptance rate, free of generation loops)", bool(ls > base),
+            f"middle exit agrees with the last on {100 * base:.1f} % of positions (baseline) vs {100 * ls:.1f} % "
+            "(LD+EE)")
     if {"ee", "ld"} <= recipes:
         ee, ld = table.loc["ee", "middle_vs_baseline"], table.loc["ld", "middle_vs_baseline"]
         add("The early-exit loss, not layer dropout, drives middle-exit quality (EE's middle-exit gain over the "
@@ -163,10 +171,13 @@ def decoding_claims(table: pd.DataFrame, layerskip: str = "ld_ee", goal: float =
     add("Acceptance rises with the exit layer E (LayerSkip model, mean over d)", bool(by_exit.is_monotonic_increasing),
         "; ".join(f"E={e}: {a:.2f}" for e, a in by_exit.items()))
     best = spec.groupby("recipe")["speedup"].max()
+    loops = table[table["method"] == "autoregressive"].set_index("recipe")["distinct_2"]
     if "baseline" in best.index:
         add("The baseline model gets little or no speedup from self-speculation (best <= 1.1x, and below "
             "LayerSkip's best)", bool(best["baseline"] <= 1.1 and best["baseline"] < best[layerskip]),
-            f"best speedup over (E, d): baseline {best['baseline']:.2f}x, LayerSkip {best[layerskip]:.2f}x")
+            f"best speedup over (E, d): baseline {best['baseline']:.2f}x, LayerSkip {best[layerskip]:.2f}x; greedy "
+            f"output distinct-2 (1 = no repeated bigram): baseline {loops.get('baseline', float('nan')):.2f}, "
+            f"LayerSkip {loops.get(layerskip, float('nan')):.2f} (a looping output is easy for any exit to draft)")
     modes = table[(table["method"] == "self_speculative") & (table["recipe"] == layerskip)]
     wide = modes.pivot_table(index=["exit_layer", "n_draft"], columns="reuse", values="ms_per_token")
     others = [c for c in wide.columns if c != "kvq"]
