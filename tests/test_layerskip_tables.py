@@ -102,3 +102,16 @@ def test_decoding_claims_follow_the_numbers():
         tables.decoding_claims(table)["evidence"].iloc[2]
     table.loc[table["method"] == "hf_early_exit", "identical_to_greedy"] = [False] + [True] * 11
     assert tables.decoding_claims(table)["held"].iloc[0] == "not held"
+
+
+def test_speedup_goal_needs_output_that_is_not_a_loop():
+    import pandas as pd
+
+    table = pd.DataFrame(decode_rows("ld_ee", 10.0, {1: 0.9, 2: 0.95}))
+    table["speedup"] = [10.0 / ms for ms in table["ms_per_token"]]
+    speedup = tables.decoding_claims(table, goal=1.2).set_index("claim")
+    (name,) = [c for c in speedup.index if c.startswith("Self-speculation vs autoregressive")]
+    assert speedup.loc[name, "held"] == "held" and "distinct-2 0.90" in speedup.loc[name, "evidence"]
+    table.loc[table["method"] == "autoregressive", "distinct_2"] = 0.2  # the same speedup on a greedy loop
+    looping = tables.decoding_claims(table, goal=1.2).set_index("claim")
+    assert looping.loc[name, "held"] == "not held" and "distinct-2 0.20" in looping.loc[name, "evidence"]

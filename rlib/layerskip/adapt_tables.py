@@ -25,7 +25,8 @@ __all__ = ["adapt_claims", "exit_long", "label", "probe_summary", "table_1", "ta
 
 
 def label(recipe: str) -> str:
-    return "pretrained" if recipe == SOURCE else RECIPE_LABELS.get(recipe, recipe)
+    """A recipe's name in a study on the pretrained model: "baseline" is plain training on the same tokens."""
+    return {SOURCE: "pretrained", "baseline": "plain"}.get(recipe) or RECIPE_LABELS.get(recipe, recipe)
 
 
 def _studies(results: list[dict[str, Any]]) -> list[str]:

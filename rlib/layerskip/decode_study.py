@@ -3,6 +3,8 @@
     decode_models     every case of `rlib.layerskip.decoding` on each of several models, the same prompts, one table
     scratch_decoding  the from-scratch grid's models (`rlib.layerskip.grid`) on held-out windows of their corpus,
                       with transformers' greedy and `assistant_early_exit` on the exported weights alongside
+    parse_decoding    the parsing study's models (`rlib.layerskip.parse_study`) on the first test utterances, stopping
+                      at EOS and scoring each output's exact match (Tables 5, 6 and 10's TOPv2 setting)
     adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
                       Table 4's HumanEval setting) or held-out windows of the study's corpus
 
@@ -21,20 +23,23 @@ import torch
 
 from rlib import assets, data
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, grid
+from rlib.layerskip import adapt, grid, parse_data, parse_study
 from rlib.layerskip.analysis import motivation_probe
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases
 from rlib.model import Decoder
 
-__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "probe_models", "scratch_decoding"]
+__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_decoding", "probe_models",
+           "scratch_decoding"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
                   drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
-                  peers: bool, full: tuple[str, ...] | None = None) -> pd.DataFrame:
+                  peers: bool, full: tuple[str, ...] | None = None, eos_ids: tuple[int, ...] = (),
+                  score=None) -> pd.DataFrame:
     """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
     transformers' greedy and early-exit assisted generation on each model exported to transformers. full: the
-    labels that get every reuse mode and the peers (default all); the others get the "kvq" rows only."""
+    labels that get every reuse mode and the peers (default all); the others get the "kvq" rows only. eos_ids and
+    score: as in `benchmark_decoding`."""
     from rlib.model.convert import to_transformers
 
     if not models:
@@ -46,7 +51,7 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
         cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole)
         table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
                                    hf_model=to_transformers(model) if peers and whole else None,
-                                   desc=f"decoding {label}")
+                                   desc=f"decoding {label}", eos_ids=eos_ids, score=score)
         table.insert(0, "recipe", label)
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
@@ -96,6 +101,24 @@ def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tupl
                           cfg.decode_new_tokens, cfg.decode_repeats, peers)
     table.insert(0, "study", study)
     return table
+
+
+def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
+    """Every trained recipe of the parsing study on the first `decode_prompts` test utterances, greedy until EOS
+    (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
+    gets every reuse mode (and the peers when `decode_peers`), the others the "kvq" rows."""
+    tokenizer = assets.load_tokenizer(cfg.model)
+    test = parse_data.examples("test", cfg.test_examples, cfg.seed)[:cfg.decode_prompts]
+    pairs = [parse_data.target_ids(tokenizer, ex) for ex in test]
+    prompts = [torch.tensor([prompt]) for prompt, _ in pairs]
+
+    def exact(index: int, generated: list[int]) -> float:
+        return float(generated == pairs[index][1])
+
+    models = {recipe: parse_study.load_model(work, recipe) for recipe in cfg.recipes}
+    return decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
+                         cfg.decode_new_tokens, cfg.decode_repeats, cfg.decode_peers, full=(layerskip,),
+                         eos_ids=(tokenizer.eos_token_id,), score=exact)
 
 
 def probe_models(models: dict[str, Decoder], tokenizer, new_tokens: int) -> dict[str, dict]:

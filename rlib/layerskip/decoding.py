@@ -76,27 +76,33 @@ def distinct_2(tokens: list[int]) -> float:
     return len(set(pairs)) / len(pairs) if pairs else 1.0
 
 
-def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None):
-    """Decode `prompt` [1, T] with `case`, EOS ignored -> (ids [1, T + n], SpeculativeStats or None)."""
+def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None,
+             eos_ids: tuple[int, ...] = ()):
+    """Decode `prompt` [1, T] with `case`, stopping at any of `eos_ids` (default none: every method makes
+    `max_new_tokens`) -> (ids [1, T + n], SpeculativeStats or None)."""
     if case.method == "autoregressive":
-        return self_speculative_generate(model, prompt, max_new_tokens, len(model.plan), 0, eos_ids=())
+        return self_speculative_generate(model, prompt, max_new_tokens, len(model.plan), 0, eos_ids=eos_ids)
     if case.method == "self_speculative":
         return self_speculative_generate(model, prompt, max_new_tokens, case.exit_layer, case.n_draft, case.reuse,
-                                         eos_ids=())
+                                         eos_ids=eos_ids)
     if case.method == "early_exit":
-        return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=()), None
+        return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=eos_ids), None
     if hf_model is None:
         raise ConfigError(f"{case.label} needs hf_model (rlib.model.convert.to_transformers(model))")
     if case.method == "hf_greedy":
-        return hf_greedy_generate(hf_model, prompt, max_new_tokens), None
-    return hf_early_exit_generate(hf_model, prompt, max_new_tokens, case.exit_layer, case.n_draft), None
+        return hf_greedy_generate(hf_model, prompt, max_new_tokens, eos_ids), None
+    return hf_early_exit_generate(hf_model, prompt, max_new_tokens, case.exit_layer, case.n_draft, eos_ids), None
 
 
 @torch.inference_mode()
 def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[DecodeCase], max_new_tokens: int,
-                       repeats: int = 3, hf_model=None, desc: str = "decoding") -> pd.DataFrame:
+                       repeats: int = 3, hf_model=None, desc: str = "decoding",
+                       eos_ids: tuple[int, ...] = (), score=None) -> pd.DataFrame:
     """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens per round, S_pred, and
-    whether every prompt's output equals the autoregressive output (early exit is not expected to)."""
+    whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids: stop
+    each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
+    score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as
+    column `score`."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:
@@ -108,18 +114,20 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     reference: list[torch.Tensor] = []
     rows = []
     for case in progress(cases, desc=desc, unit="case"):
-        run_case(case, model, prompts[0], max_new_tokens, hf_model)  # warm-up
+        run_case(case, model, prompts[0], max_new_tokens, hf_model, eos_ids)  # warm-up
         seconds = tokens = drafted = accepted = rounds = 0
-        identical, diversity = True, []
+        identical, diversity, scores = True, [], []
         for index, prompt in enumerate(prompts):
             times = []
             for _ in range(repeats):
                 started = time.perf_counter()
-                out, stats = run_case(case, model, prompt, max_new_tokens, hf_model)
+                out, stats = run_case(case, model, prompt, max_new_tokens, hf_model, eos_ids)
                 times.append(time.perf_counter() - started)
             seconds += statistics.median(times)
             tokens += out.shape[1] - prompt.shape[1]
             diversity.append(distinct_2(out[0, prompt.shape[1]:].tolist()))
+            if score is not None:
+                scores.append(float(score(index, out[0, prompt.shape[1]:].tolist())))
             if case.method == "autoregressive":
                 reference.append(out)
             identical &= bool(torch.equal(out, reference[index]))
@@ -131,6 +139,8 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
                "acceptance": acceptance, "tokens_per_round": tokens / rounds if rounds else float("nan"),
                "identical_to_greedy": identical, "new_tokens": tokens,
                "distinct_2": sum(diversity) / len(diversity)}
+        if score is not None:
+            row["score"] = sum(scores) / len(scores)
         if case.method == "self_speculative":
             row["predicted_speedup"] = predicted_speedup(acceptance, case.n_draft, case.exit_layer, n_layers)
         rows.append(row)

@@ -5,6 +5,7 @@
     plot_train_loss   training loss against steps for chosen recipes (Fig. 12: exponential vs constant dropout)
     plot_study_exits  one panel per evaluation corpus (perplexity) and per task (accuracy), exit by exit, one line per
                       model of a study on the pretrained model (Figs. 6 and 10a)
+    plot_parse_exits  exact match (solid) and token accuracy (dashed) of the parsing study exit by exit (Fig. 10b)
     plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
 """
 
@@ -19,7 +20,8 @@ from matplotlib.figure import Figure
 from rlib.layerskip.tables import RECIPE_LABELS
 from rlib.plotting import PALETTE, finish, new_figure, style
 
-__all__ = ["plot_exit_curves", "plot_layer_grid", "plot_probe", "plot_study_exits", "plot_train_loss"]
+__all__ = ["plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe", "plot_study_exits",
+           "plot_train_loss"]
 
 
 def _colours(recipes: list[str]) -> dict[str, tuple]:
@@ -99,6 +101,20 @@ def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str,
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plot_parse_exits(exits: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
+    """`exits` from `rlib.layerskip.parse_tables.parse_exits`; labels: recipe -> legend name, in drawing order."""
+    fig, ax = new_figure(6.4, 3.8)
+    colours = _colours(list(labels))
+    for recipe, name in labels.items():
+        part = exits[exits["recipe"] == recipe]
+        ax.plot(part["exit_layer"], 100 * part["em"], marker="o", markersize=3, color=colours[recipe],
+                label=f"{name}: exact match")
+        ax.plot(part["exit_layer"], 100 * part["token_acc"], linestyle="--", color=colours[recipe],
+                label=f"{name}: token accuracy")
+    ax.set_ylim(-2, 102)
+    return finish(fig, "exit after layer", "test parses (%)", title, fontsize=8)
 
 
 def plot_layer_grid(agree: np.ndarray, tokens: list[str], title: str) -> Figure:
