@@ -39,8 +39,17 @@ seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the p
 import pandas as pd
 
 from rlib import assets, book, experiments
-from rlib.layerskip import adapt, adapt_tables, decode_study, grid, parse_data, parse_study, parse_tables, schedules, \
-    tables
+from rlib.layerskip import (
+    adapt,
+    adapt_tables,
+    decode_study,
+    grid,
+    parse_data,
+    parse_study,
+    parse_tables,
+    schedules,
+    tables,
+)
 from rlib.layerskip import plots as ls_plots
 from rlib.layerskip.speculative import self_speculative_generate
 from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss
