@@ -108,7 +108,7 @@ def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "l
     (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
     gets every reuse mode (and the peers when `decode_peers`), the others the "kvq" rows."""
     tokenizer = assets.load_tokenizer(cfg.model)
-    test = parse_data.examples("test", cfg.test_examples, cfg.seed)[:cfg.decode_prompts]
+    test = parse_data.examples("test", cfg.decode_prompts, cfg.seed)  # the test stream's first utterances
     pairs = [parse_data.target_ids(tokenizer, ex) for ex in test]
     prompts = [torch.tensor([prompt]) for prompt, _ in pairs]
 

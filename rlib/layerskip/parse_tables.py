@@ -14,14 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from rlib.layerskip.tables import RECIPE_LABELS
+from rlib.layerskip.adapt_tables import label  # "plain" fine-tuning for the baseline, as the paper's Fig. 10 says
 
 __all__ = ["label", "parse_claims", "parse_exits", "table_10"]
-
-
-def label(recipe: str) -> str:
-    """A recipe's name in this study: "plain" fine-tuning for the baseline, as the paper's Fig. 10 says."""
-    return "plain" if recipe == "baseline" else RECIPE_LABELS.get(recipe, recipe)
 
 
 def parse_exits(results: list[dict[str, Any]]) -> pd.DataFrame:
