@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from rlib.config import ConfigError
-from rlib.layerskip.decoding import DecodeCase, benchmark_decoding, decode_cases, distinct_2, predicted_speedup
+from rlib.layerskip.decoding import (
+    DecodeCase,
+    benchmark_decoding,
+    decode_cases,
+    distinct_2,
+    draft_vocabulary,
+    predicted_speedup,
+)
 from rlib.model.convert import to_transformers
 from tests.test_looping import ids, tiny_model
 
@@ -46,3 +53,22 @@ def test_bad_cases_fail_early():
         benchmark_decoding(tiny_model(2), [ids(1, 3)], [DecodeCase("early_exit", 1)], 2)
     with pytest.raises(ConfigError, match=r"\[1, T\]"):
         benchmark_decoding(tiny_model(2), [ids(2, 3)], decode_cases((1,), (1,), peers=False), 2)
+
+
+def test_draft_vocabulary_cases_add_the_prompt_and_stay_exact():
+    model = tiny_model(4, seed=1)
+    prompts = [ids(1, 5, seed=s) for s in range(2)]
+    cases = decode_cases(exits=(2,), drafts=(3,), peers=False, draft_vocab=True)
+    assert [c.label for c in cases][-1] == "self_speculative E=2 d=3 kvq vocab"
+    greedy = [model.generate(p, 6, eos_ids=()) for p in prompts]
+    vocab = draft_vocabulary(g[0, 5:].tolist() for g in greedy[:1])  # the first prompt's continuation only
+    assert vocab.tolist() == sorted(set(greedy[0][0, 5:].tolist()))
+    table = benchmark_decoding(model, prompts, cases, max_new_tokens=6, repeats=1, draft_vocab=vocab)
+    narrow = table[table["draft_vocab"]]
+    assert len(narrow) == 1 and narrow["identical_to_greedy"].all() and not table["draft_vocab"].iloc[:-1].any()
+    with pytest.raises(ConfigError, match="needs draft_vocab"):
+        benchmark_decoding(model, prompts, cases, max_new_tokens=6, repeats=1)
+    with pytest.raises(ConfigError, match="self_speculative only"):
+        DecodeCase("early_exit", 2, draft_vocab=True)
+    with pytest.raises(ConfigError, match="at least one token"):
+        draft_vocabulary([[], []])

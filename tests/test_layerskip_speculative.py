@@ -108,3 +108,43 @@ def test_transformers_early_exit_assistance_gives_the_same_tokens(model):
             assert torch.equal(hf_early_exit_generate(hf_model, prompt, 10, exit_layer, n_draft), greedy)
     with pytest.raises(ConfigError, match="exit_layer=4"):
         hf_early_exit_generate(hf_model, prompt, 10, 4, 2)
+
+
+# ---- drafting over a vocabulary subset (beyond the paper) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("reuse", ["kvq", "kv", "none"])
+def test_a_restricted_draft_vocabulary_keeps_the_output_exact(model, reuse):
+    prompts = ids(2, 5, seed=5)
+    greedy = model.generate(prompts, 10, eos_ids=())
+    generated = greedy[:, 5:]
+    used = torch.unique(generated)  # [k]: every token greedy emits
+    unused = torch.tensor(sorted(set(range(model.config.vocab_size)) - set(used.tolist())))
+    for exit_layer, n_draft in itertools.product(range(1, N_LAYERS + 1), (1, 3, 6)):
+        for vocab in (used, unused, used[:1]):
+            out, stats = self_speculative_generate(model, prompts, 10, exit_layer, n_draft, reuse=reuse, eos_ids=(),
+                                                   draft_vocab=vocab)
+            assert torch.equal(out, greedy), (exit_layer, n_draft, len(vocab))
+            if vocab is unused:  # every draft lies outside what greedy emits: none can be accepted
+                assert stats.accepted == 0 and stats.drafted > 0
+    # drafting with every layer over a vocabulary holding every greedy token is the verifier itself
+    _, stats = self_speculative_generate(model, prompts, 10, N_LAYERS, 4, reuse=reuse, eos_ids=(), draft_vocab=used)
+    assert stats.acceptance == 1.0
+
+
+def test_the_whole_vocabulary_as_draft_vocabulary_drafts_as_the_shared_head(model):
+    prompt = ids(1, 6, seed=9)
+    everything = torch.arange(model.config.vocab_size)
+    for exit_layer in (1, 2, 3):
+        _, plain = self_speculative_generate(model, prompt, 12, exit_layer, 3, eos_ids=())
+        _, listed = self_speculative_generate(model, prompt, 12, exit_layer, 3, eos_ids=(), draft_vocab=everything)
+        assert (plain.drafted, plain.accepted, plain.rounds) == (listed.drafted, listed.accepted, listed.rounds)
+
+
+def test_a_bad_draft_vocabulary_names_the_range(model):
+    prompt = ids(1, 3)
+    size = model.config.vocab_size
+    with pytest.raises(ConfigError, match=rf"each in \[0, {size}\); got 2 ids in \[3, {size}\]"):
+        self_speculative_generate(model, prompt, 4, 2, 2, draft_vocab=torch.tensor([3, size]))
+    with pytest.raises(ConfigError, match="got 0 ids$"):
+        self_speculative_generate(model, prompt, 4, 2, 2, draft_vocab=torch.tensor([], dtype=torch.long))

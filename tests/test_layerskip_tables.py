@@ -115,3 +115,44 @@ def test_speedup_goal_needs_output_that_is_not_a_loop():
     table.loc[table["method"] == "autoregressive", "distinct_2"] = 0.2  # the same speedup on a greedy loop
     looping = tables.decoding_claims(table, goal=1.2).set_index("claim")
     assert looping.loc[name, "held"] == "not held" and "distinct-2 0.20" in looping.loc[name, "evidence"]
+
+
+def test_vocabulary_drafting_rows_get_their_own_claim_and_leave_the_papers_alone():
+    import pandas as pd
+
+    from rlib.layerskip import parse_tables
+
+    rows = decode_rows("ld_ee", 10.0, {1: 0.6, 2: 0.8, 3: 0.95})
+    for row in [r for r in rows if r["method"] == "self_speculative" and r["reuse"] == "kvq"]:
+        # faster, but acceptance falling with E: counted in the paper's claims, these rows would flip two of them
+        rows.append({**row, "draft_vocab": True, "ms_per_token": row["ms_per_token"] / 3,
+                     "acceptance": 1.0 - 0.1 * row["exit_layer"]})
+    table = pd.DataFrame(rows)
+    table["draft_vocab"] = table["draft_vocab"].fillna(False).astype(bool)
+    table["speedup"] = [10.0 / ms for ms in table["ms_per_token"]]
+    claims = tables.decoding_claims(table, goal=4.0).set_index("claim")
+    paper = pd.DataFrame([r for r in rows if not r.get("draft_vocab")])
+    paper["speedup"] = [10.0 / ms for ms in paper["ms_per_token"]]
+    alone = tables.decoding_claims(paper, goal=4.0).set_index("claim")
+    assert claims.drop(index=[c for c in claims.index if c.startswith("Beyond the paper")]).iloc[1:].equals(
+        alone.iloc[1:])  # the exactness claim counts every setting: 18 + 6 here
+    assert "18 of 18" in alone["evidence"].iloc[0] and "24 of 24" in claims["evidence"].iloc[0]
+    (name,) = [c for c in claims.index if c.startswith("Beyond the paper")]
+    paper_best = [c for c in alone.index if c.startswith("Self-speculation vs")][0]
+    assert alone.loc[paper_best, "held"] == "not held" and claims.loc[name, "held"] == "held"
+    table.loc[table["draft_vocab"], "identical_to_greedy"] = [False] + [True] * 5
+    assert tables.decoding_claims(table, goal=4.0).set_index("claim").loc[name, "held"] == "not held"
+
+    table["score"] = 0.5
+    ten = parse_tables.table_10(table)
+    assert set(ten.loc[ten["method"] == "self_speculative", "draft"]) == {"head", "vocab"}
+    assert (ten.loc[ten["method"] != "self_speculative", "draft"] == "").all()
+    assert (ten["draft"] == "vocab").sum() == 6
+    from rlib.layerskip import plots
+
+    fig = plots.plot_self_speculation(table, "ld_ee", "self-speculation", goal=4.0)
+    left, right = fig.axes
+    assert len(right.lines) == 4  # d in (2, 4) x (whole head, task vocabulary)
+    assert sorted(line.get_linestyle() for line in right.lines) == ["-", "-", "--", "--"]
+    with pytest.raises(ValueError, match="recipe 'plain'"):
+        plots.plot_self_speculation(table, "plain", "none")

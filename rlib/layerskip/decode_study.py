@@ -25,7 +25,7 @@ from rlib import assets, data
 from rlib.config import ConfigError
 from rlib.layerskip import adapt, grid, parse_data, parse_study
 from rlib.layerskip.analysis import motivation_probe
-from rlib.layerskip.decoding import benchmark_decoding, decode_cases
+from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.model import Decoder
 
 __all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_decoding", "probe_models",
@@ -35,11 +35,11 @@ __all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_decodi
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
                   drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
                   peers: bool, full: tuple[str, ...] | None = None, eos_ids: tuple[int, ...] = (),
-                  score=None) -> pd.DataFrame:
+                  score=None, draft_vocab: torch.Tensor | None = None) -> pd.DataFrame:
     """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
     transformers' greedy and early-exit assisted generation on each model exported to transformers. full: the
-    labels that get every reuse mode and the peers (default all); the others get the "kvq" rows only. eos_ids and
-    score: as in `benchmark_decoding`."""
+    labels that get every reuse mode, the peers and (given a task vocabulary `draft_vocab`) the rows drafting over
+    it (default all); the others get the "kvq" rows only. eos_ids and score: as in `benchmark_decoding`."""
     from rlib.model.convert import to_transformers
 
     if not models:
@@ -48,10 +48,11 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
     for label, model in models.items():
         model.eval()
         whole = full is None or label in full
-        cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole)
+        cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole,
+                             draft_vocab=whole and draft_vocab is not None)
         table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
                                    hf_model=to_transformers(model) if peers and whole else None,
-                                   desc=f"decoding {label}", eos_ids=eos_ids, score=score)
+                                   desc=f"decoding {label}", eos_ids=eos_ids, score=score, draft_vocab=draft_vocab)
         table.insert(0, "recipe", label)
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
@@ -106,8 +107,13 @@ def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tupl
 def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
     """Every trained recipe of the parsing study on the first `decode_prompts` test utterances, greedy until EOS
     (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
-    gets every reuse mode (and the peers when `decode_peers`), the others the "kvq" rows."""
+    gets every reuse mode (and the peers when `decode_peers`; with `decode_draft_vocab`, also drafting over the task
+    vocabulary: the tokens of the training parses, EOS included, plus each prompt's), the others the "kvq" rows."""
     tokenizer = assets.load_tokenizer(cfg.model)
+    vocab = None
+    if cfg.decode_draft_vocab:
+        train = parse_data.examples("train", cfg.train_examples, cfg.seed)
+        vocab = draft_vocabulary(parse_data.target_ids(tokenizer, ex)[1] for ex in train)
     test = parse_data.examples("test", cfg.decode_prompts, cfg.seed)  # the test stream's first utterances
     pairs = [parse_data.target_ids(tokenizer, ex) for ex in test]
     prompts = [torch.tensor([prompt]) for prompt, _ in pairs]
@@ -118,7 +124,7 @@ def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "l
     models = {recipe: parse_study.load_model(work, recipe) for recipe in cfg.recipes}
     return decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                          cfg.decode_new_tokens, cfg.decode_repeats, cfg.decode_peers, full=(layerskip,),
-                         eos_ids=(tokenizer.eos_token_id,), score=exact)
+                         eos_ids=(tokenizer.eos_token_id,), score=exact, draft_vocab=vocab)
 
 
 def probe_models(models: dict[str, Decoder], tokenizer, new_tokens: int) -> dict[str, dict]:

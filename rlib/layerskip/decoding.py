@@ -8,6 +8,9 @@ times after one warm-up, and the median counts; ms/token = the sum of medians ov
 `distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
 loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
 
+`draft_vocab` cases (beyond the paper) draft over a task vocabulary only: the ids given to `benchmark_decoding` plus the
+prompt's own ids (a parse copies its slot values from the utterance), gathered per prompt inside the timed call.
+
 The layer-count model of the inventory gives each self-speculative row a predicted speedup:
 
     S_pred = (a d + 1) L / ((d + 1) E + rho (L - E))      a = acceptance, rho = verify cost of d+1 tokens vs 1
@@ -28,8 +31,8 @@ from rlib.layerskip.speculative import REUSE_MODES, early_exit_generate, self_sp
 from rlib.model import Decoder
 from rlib.progress import progress
 
-__all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "distinct_2", "predicted_speedup",
-           "run_case"]
+__all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "distinct_2", "draft_vocabulary",
+           "predicted_speedup", "run_case"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
 
@@ -40,26 +43,33 @@ class DecodeCase:
     exit_layer: int = 0  # E (early_exit, self_speculative, hf_early_exit)
     n_draft: int = 0  # d (self_speculative, hf_early_exit)
     reuse: str = ""  # self_speculative: kvq | kv | none
+    draft_vocab: bool = False  # self_speculative: draft over the task vocabulary only (module docstring)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"method {self.method!r} unknown; choose from {list(METHODS)}")
         if self.method == "self_speculative" and self.reuse not in REUSE_MODES:
             raise ConfigError(f"reuse={self.reuse!r}: choose from {list(REUSE_MODES)}")
+        if self.draft_vocab and self.method != "self_speculative":
+            raise ConfigError(f"draft_vocab applies to self_speculative only, not {self.method!r}")
 
     @property
     def label(self) -> str:
+        vocab = " vocab" if self.draft_vocab else ""
         parts = {"early_exit": f"E={self.exit_layer}", "self_speculative": f"E={self.exit_layer} d={self.n_draft} "
-                 f"{self.reuse}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}"}
+                 f"{self.reuse}{vocab}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}"}
         return f"{self.method} {parts[self.method]}" if self.method in parts else self.method
 
 
 def decode_cases(exits: tuple[int, ...], drafts: tuple[int, ...], reuses: tuple[str, ...] = ("kvq",),
-                 peers: bool = True) -> list[DecodeCase]:
-    """The autoregressive baseline, early exit at each E, self-speculation over E x d x reuse, and the peers."""
+                 peers: bool = True, draft_vocab: bool = False) -> list[DecodeCase]:
+    """The autoregressive baseline, early exit at each E, self-speculation over E x d x reuse, with draft_vocab
+    self-speculation over E x d ("kvq") drafting over the task vocabulary, and the peers."""
     cases = [DecodeCase("autoregressive")]
     cases += [DecodeCase("early_exit", e) for e in exits]
     cases += [DecodeCase("self_speculative", e, d, r) for e in exits for d in drafts for r in reuses]
+    if draft_vocab:
+        cases += [DecodeCase("self_speculative", e, d, "kvq", draft_vocab=True) for e in exits for d in drafts]
     if peers:
         cases += [DecodeCase("hf_greedy")] + [DecodeCase("hf_early_exit", e, d) for e in exits for d in drafts]
     return cases
@@ -76,15 +86,29 @@ def distinct_2(tokens: list[int]) -> float:
     return len(set(pairs)) / len(pairs) if pairs else 1.0
 
 
+def draft_vocabulary(sequences) -> torch.Tensor:
+    """The distinct token ids of some token sequences (e.g. a task's training outputs), sorted: [V']."""
+    ids = sorted({int(t) for seq in sequences for t in seq})
+    if not ids:
+        raise ConfigError("draft_vocabulary needs at least one token")
+    return torch.tensor(ids, dtype=torch.long)
+
+
 def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None,
-             eos_ids: tuple[int, ...] = ()):
+             eos_ids: tuple[int, ...] = (), draft_vocab: torch.Tensor | None = None):
     """Decode `prompt` [1, T] with `case`, stopping at any of `eos_ids` (default none: every method makes
-    `max_new_tokens`) -> (ids [1, T + n], SpeculativeStats or None)."""
+    `max_new_tokens`) -> (ids [1, T + n], SpeculativeStats or None). draft_vocab: the task vocabulary [V'] of a
+    `case.draft_vocab` case (the prompt's ids are added to it here)."""
     if case.method == "autoregressive":
         return self_speculative_generate(model, prompt, max_new_tokens, len(model.plan), 0, eos_ids=eos_ids)
     if case.method == "self_speculative":
+        vocab = None
+        if case.draft_vocab:
+            if draft_vocab is None:
+                raise ConfigError(f"{case.label} needs draft_vocab (e.g. decoding.draft_vocabulary(task outputs))")
+            vocab = torch.unique(torch.cat([draft_vocab.to(prompt.device), prompt[0]]))  # [V' + prompt]
         return self_speculative_generate(model, prompt, max_new_tokens, case.exit_layer, case.n_draft, case.reuse,
-                                         eos_ids=eos_ids)
+                                         eos_ids=eos_ids, draft_vocab=vocab)
     if case.method == "early_exit":
         return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=eos_ids), None
     if hf_model is None:
@@ -97,12 +121,13 @@ def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tok
 @torch.inference_mode()
 def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[DecodeCase], max_new_tokens: int,
                        repeats: int = 3, hf_model=None, desc: str = "decoding",
-                       eos_ids: tuple[int, ...] = (), score=None) -> pd.DataFrame:
+                       eos_ids: tuple[int, ...] = (), score=None,
+                       draft_vocab: torch.Tensor | None = None) -> pd.DataFrame:
     """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens per round, S_pred, and
     whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids: stop
     each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
     score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as
-    column `score`."""
+    column `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:
@@ -114,14 +139,14 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     reference: list[torch.Tensor] = []
     rows = []
     for case in progress(cases, desc=desc, unit="case"):
-        run_case(case, model, prompts[0], max_new_tokens, hf_model, eos_ids)  # warm-up
+        run_case(case, model, prompts[0], max_new_tokens, hf_model, eos_ids, draft_vocab)  # warm-up
         seconds = tokens = drafted = accepted = rounds = 0
         identical, diversity, scores = True, [], []
         for index, prompt in enumerate(prompts):
             times = []
             for _ in range(repeats):
                 started = time.perf_counter()
-                out, stats = run_case(case, model, prompt, max_new_tokens, hf_model, eos_ids)
+                out, stats = run_case(case, model, prompt, max_new_tokens, hf_model, eos_ids, draft_vocab)
                 times.append(time.perf_counter() - started)
             seconds += statistics.median(times)
             tokens += out.shape[1] - prompt.shape[1]
@@ -135,8 +160,9 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
                 drafted, accepted, rounds = drafted + stats.drafted, accepted + stats.accepted, rounds + stats.rounds
         acceptance = accepted / drafted if drafted else float("nan")
         row = {"method": case.method, "label": case.label, "exit_layer": case.exit_layer or n_layers,
-               "n_draft": case.n_draft, "reuse": case.reuse, "ms_per_token": 1000 * seconds / tokens,
-               "acceptance": acceptance, "tokens_per_round": tokens / rounds if rounds else float("nan"),
+               "n_draft": case.n_draft, "reuse": case.reuse, "draft_vocab": case.draft_vocab,
+               "ms_per_token": 1000 * seconds / tokens, "acceptance": acceptance,
+               "tokens_per_round": tokens / rounds if rounds else float("nan"),
                "identical_to_greedy": identical, "new_tokens": tokens,
                "distinct_2": sum(diversity) / len(diversity)}
         if score is not None:

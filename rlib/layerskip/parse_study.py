@@ -46,7 +46,7 @@ CODE_MODULES = ("rlib.layerskip.parse_study", "rlib.layerskip.parse_data", "rlib
                 "rlib.layerskip.schedules", "rlib.train", "rlib.model.decoder", "rlib.model.layers",
                 "rlib.model.convert")
 DECODE_FIELDS = ("decode_exits", "decode_drafts", "decode_reuses", "decode_prompts", "decode_new_tokens",
-                 "decode_repeats", "decode_peers")
+                 "decode_repeats", "decode_peers", "decode_draft_vocab")
 
 
 @dataclass(frozen=True)
@@ -77,27 +77,29 @@ class ParseConfig(Preset):
     decode_new_tokens: int  # at most; decoding stops at EOS (Table 10: 50)
     decode_repeats: int
     decode_peers: bool  # also transformers' greedy and assistant_early_exit on the LayerSkip model
+    decode_draft_vocab: bool  # also self-speculation drafting over the training parses' tokens + the prompt's only
 
     PRESETS = {
         "smoke": dict(
             model="smollm2-135m", recipes=("ld_ee",), train_examples=64, test_examples=4, seq_len=32, steps=2,
             lr=3e-4, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="bf16", seed=0, p_max=0.2,
             e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=10, decode_exits=(10,), decode_drafts=(3,),
-            decode_reuses=("kvq",), decode_prompts=1, decode_new_tokens=8, decode_repeats=1, decode_peers=False),
-        # about 30 min on 2 cores: two fine-tunes of 100 steps of 512 tokens (LD+EE: every exit's loss from step 50),
-        # EM at 16 exits, decoding until EOS
+            decode_reuses=("kvq",), decode_prompts=1, decode_new_tokens=8, decode_repeats=1, decode_peers=False,
+            decode_draft_vocab=True),
+        # about 45 min on 2 cores: two fine-tunes of 160 steps of 512 tokens, 0.9 epoch (LD+EE: every exit's loss
+        # from step 80), EM at 16 exits, decoding until EOS
         "cpu": dict(
             model="smollm2-135m", recipes=("baseline", "ld_ee"), train_examples=2000, test_examples=200,
-            seq_len=128, steps=100, lr=3e-4, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
+            seq_len=128, steps=160, lr=3e-4, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
             seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=2,
-            decode_exits=(8, 15, 22), decode_drafts=(7,), decode_reuses=("kvq", "kv", "none"), decode_prompts=10,
-            decode_new_tokens=50, decode_repeats=1, decode_peers=True),
+            decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"), decode_prompts=10,
+            decode_new_tokens=50, decode_repeats=1, decode_peers=True, decode_draft_vocab=True),
         "gpu": dict(
             model="smollm2-135m", recipes=("baseline", "ld", "ee", "ld_ee"), train_examples=2200,
             test_examples=250, seq_len=256, steps=600, lr=1e-4, batch_size=32, micro_batch_size=16,
             warmup_steps=30, precision="bf16", seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0,
             exit_stride=1, decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"),
-            decode_prompts=100, decode_new_tokens=50, decode_repeats=3, decode_peers=True),
+            decode_prompts=100, decode_new_tokens=50, decode_repeats=3, decode_peers=True, decode_draft_vocab=True),
     }
 
     def __post_init__(self) -> None:

@@ -26,11 +26,16 @@ def parse_exits(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def table_10(decoding: pd.DataFrame) -> pd.DataFrame:
-    """Rows: autoregressive, early exit per E and self-speculation per E and d ("kvq"), per recipe."""
+    """Rows: autoregressive, early exit per E and self-speculation per E and d ("kvq"), per recipe; column `draft`
+    says which head drafts: "head" (the whole shared head, the paper's) or "vocab" (the task vocabulary only)."""
     keep = decoding[(decoding["method"].isin(["autoregressive", "early_exit"]))
                     | ((decoding["method"] == "self_speculative") & (decoding["reuse"] == "kvq"))]
-    table = keep[["recipe", "method", "exit_layer", "n_draft", "score", "acceptance", "ms_per_token", "speedup",
-                  "identical_to_greedy"]].rename(columns={"score": "em"})
+    narrow = keep["draft_vocab"].fillna(False).astype(bool) if "draft_vocab" in keep \
+        else pd.Series(False, keep.index)
+    keep = keep.assign(draft=pd.Series("head", keep.index).where(~narrow, "vocab")
+                       .where(keep["method"] == "self_speculative", ""))
+    table = keep[["recipe", "method", "exit_layer", "n_draft", "draft", "score", "acceptance", "ms_per_token",
+                  "speedup", "identical_to_greedy"]].rename(columns={"score": "em"})
     return table.assign(recipe=table["recipe"].map(label)).reset_index(drop=True)
 
 

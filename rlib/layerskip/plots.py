@@ -6,6 +6,8 @@
     plot_study_exits  one panel per evaluation corpus (perplexity) and per task (accuracy), exit by exit, one line per
                       model of a study on the pretrained model (Figs. 6 and 10a)
     plot_parse_exits  exact match (solid) and token accuracy (dashed) of the parsing study exit by exit (Fig. 10b)
+    plot_self_speculation  speedup (left) and acceptance (right) of self-speculation against the exit layer E, one line
+                      per draft length d and drafting head (whole head / task vocabulary), with the 1.0x and goal lines
     plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
 """
 
@@ -20,8 +22,8 @@ from matplotlib.figure import Figure
 from rlib.layerskip.tables import RECIPE_LABELS
 from rlib.plotting import PALETTE, finish, new_figure, style
 
-__all__ = ["plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe", "plot_study_exits",
-           "plot_train_loss"]
+__all__ = ["plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe", "plot_self_speculation",
+           "plot_study_exits", "plot_train_loss"]
 
 
 def _colours(recipes: list[str]) -> dict[str, tuple]:
@@ -99,7 +101,6 @@ def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str,
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return fig
 
 
@@ -115,6 +116,35 @@ def plot_parse_exits(exits: pd.DataFrame, labels: dict[str, str], title: str) ->
                 label=f"{name}: token accuracy")
     ax.set_ylim(-2, 102)
     return finish(fig, "exit after layer", "test parses (%)", title, fontsize=8)
+
+
+def plot_self_speculation(decoding: pd.DataFrame, recipe: str, title: str, goal: float = 1.5) -> Figure:
+    """`decoding` from `rlib.layerskip.decode_study` (the "kvq" self-speculative rows of `recipe` are drawn): speedup
+    over autoregressive decoding and acceptance against E, solid for the whole head drafting (the paper's), dashed
+    for the task vocabulary drafting."""
+    rows = decoding[(decoding["recipe"] == recipe) & (decoding["method"] == "self_speculative")
+                    & (decoding["reuse"] == "kvq")]
+    if rows.empty:
+        raise ValueError(f"no kvq self-speculative rows of recipe {recipe!r} to plot")
+    narrow = rows["draft_vocab"].fillna(False).astype(bool) if "draft_vocab" in rows else pd.Series(False, rows.index)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    drafts = sorted(rows["n_draft"].unique())
+    colours = dict(zip(drafts, sns.color_palette(PALETTE, len(drafts))))
+    for (n_draft, vocab), part in rows.groupby([rows["n_draft"], narrow]):
+        part = part.sort_values("exit_layer")
+        style_kw = dict(color=colours[n_draft], marker="o", markersize=3, linestyle="--" if vocab else "-",
+                        label=f"d={n_draft}, {'task vocabulary' if vocab else 'whole head'}")
+        left.plot(part["exit_layer"], part["speedup"], **style_kw)
+        right.plot(part["exit_layer"], part["acceptance"], **style_kw)
+    left.axhline(1.0, color="0.5", linewidth=0.8)
+    left.axhline(goal, color="0.3", linewidth=0.8, linestyle=":", label=f"goal {goal}x")
+    left.set(xlabel="exit layer E (drafting layers)", ylabel="speedup over autoregressive (x)")
+    right.set(xlabel="exit layer E (drafting layers)", ylabel="acceptance", ylim=(0, 1.02))
+    for ax in (left, right):
+        ax.set_xticks(sorted(rows["exit_layer"].unique()))
+    left.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return fig
 
 
 def plot_layer_grid(agree: np.ndarray, tokens: list[str], title: str) -> Figure:
