@@ -32,7 +32,7 @@ from rlib.model import Decoder
 from rlib.progress import progress
 
 __all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "distinct_2", "draft_vocabulary",
-           "predicted_speedup", "run_case"]
+           "predicted_speedup", "run_case", "vocab_rows"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
 
@@ -92,6 +92,14 @@ def draft_vocabulary(sequences) -> torch.Tensor:
     if not ids:
         raise ConfigError("draft_vocabulary needs at least one token")
     return torch.tensor(ids, dtype=torch.long)
+
+
+def vocab_rows(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a decoding table draft over a task vocabulary (False everywhere for a table without the
+    `draft_vocab` column, e.g. one written before it existed)."""
+    if "draft_vocab" not in table:
+        return pd.Series(False, index=table.index)
+    return table["draft_vocab"].fillna(False).astype(bool)
 
 
 def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None,

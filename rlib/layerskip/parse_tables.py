@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rlib.layerskip.adapt_tables import label  # "plain" fine-tuning for the baseline, as the paper's Fig. 10 says
+from rlib.layerskip.decoding import vocab_rows
 
 __all__ = ["label", "parse_claims", "parse_exits", "table_10"]
 
@@ -30,9 +31,7 @@ def table_10(decoding: pd.DataFrame) -> pd.DataFrame:
     says which head drafts: "head" (the whole shared head, the paper's) or "vocab" (the task vocabulary only)."""
     keep = decoding[(decoding["method"].isin(["autoregressive", "early_exit"]))
                     | ((decoding["method"] == "self_speculative") & (decoding["reuse"] == "kvq"))]
-    narrow = keep["draft_vocab"].fillna(False).astype(bool) if "draft_vocab" in keep \
-        else pd.Series(False, keep.index)
-    keep = keep.assign(draft=pd.Series("head", keep.index).where(~narrow, "vocab")
+    keep = keep.assign(draft=pd.Series("head", keep.index).where(~vocab_rows(keep), "vocab")
                        .where(keep["method"] == "self_speculative", ""))
     table = keep[["recipe", "method", "exit_layer", "n_draft", "draft", "score", "acceptance", "ms_per_token",
                   "speedup", "identical_to_greedy"]].rename(columns={"score": "em"})

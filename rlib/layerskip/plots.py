@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from rlib.layerskip.decoding import vocab_rows
 from rlib.layerskip.tables import RECIPE_LABELS
 from rlib.plotting import PALETTE, finish, new_figure, style
 
@@ -101,6 +102,7 @@ def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str,
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return fig
 
 
@@ -126,7 +128,7 @@ def plot_self_speculation(decoding: pd.DataFrame, recipe: str, title: str, goal:
                     & (decoding["reuse"] == "kvq")]
     if rows.empty:
         raise ValueError(f"no kvq self-speculative rows of recipe {recipe!r} to plot")
-    narrow = rows["draft_vocab"].fillna(False).astype(bool) if "draft_vocab" in rows else pd.Series(False, rows.index)
+    narrow = vocab_rows(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
     drafts = sorted(rows["n_draft"].unique())
     colours = dict(zip(drafts, sns.color_palette(PALETTE, len(drafts))))

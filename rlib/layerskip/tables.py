@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from rlib.layerskip.decoding import vocab_rows
+
 __all__ = ["curriculum_table", "decoding_claims", "exit_table", "mid_last_table", "probe_curves", "train_curves",
            "training_claims"]
 
@@ -168,7 +170,7 @@ def decoding_claims(table: pd.DataFrame, layerskip: str = "ld_ee", goal: float =
     add("Self-speculative output equals greedy output token for token (every E, d and cache mode tried)",
         bool(exact["identical_to_greedy"].all()),
         f"{int(exact['identical_to_greedy'].sum())} of {len(exact)} decoder settings identical on every prompt")
-    vocab = table["draft_vocab"].fillna(False).astype(bool) if "draft_vocab" in table else pd.Series(False, table.index)
+    vocab = vocab_rows(table)
     paper = table[~vocab]  # the paper's drafting: the whole shared head
     spec = paper[(paper["method"] == "self_speculative") & (paper["reuse"] == "kvq")]
     ours = spec[spec["recipe"] == layerskip]
