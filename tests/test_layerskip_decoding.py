@@ -34,6 +34,18 @@ def test_benchmark_rows_are_exact_and_relative_to_autoregressive():
     assert (exact["distinct_2"] == table["distinct_2"].iloc[0]).all()  # same tokens, same diversity
 
 
+def test_fast_matmul_is_a_column_and_both_settings_stay_exact():
+    model = tiny_model(4, seed=1)
+    cases = decode_cases(exits=(2,), drafts=(1, 3), peers=False)
+    prompts = [ids(1, 5, seed=s) for s in range(2)]
+    tables = [benchmark_decoding(model, prompts, cases, max_new_tokens=6, repeats=1, fast_matmul=fast)
+              for fast in (False, True)]
+    for fast, table in zip((False, True), tables):
+        assert (table["fast_matmul"] == fast).all()
+        assert table[table["method"] == "self_speculative"]["identical_to_greedy"].all()
+    assert not any(type(m).__name__ == "DecodeProjection" for m in model.modules())  # restored after the benchmark
+
+
 def test_distinct_2_flags_loops():
     assert distinct_2([5, 5, 5, 5, 5]) == 0.25 and distinct_2([1, 2, 3, 4]) == 1.0 and distinct_2([7]) == 1.0
     assert distinct_2([1, 2, 1, 2, 1]) == 0.5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from rlib.layerskip import tables
@@ -156,3 +157,23 @@ def test_vocabulary_drafting_rows_get_their_own_claim_and_leave_the_papers_alone
     assert sorted(line.get_linestyle() for line in right.lines) == ["-", "-", "--", "--"]
     with pytest.raises(ValueError, match="recipe 'plain'"):
         plots.plot_self_speculation(table, "plain", "none")
+
+
+def _ablation(ar_off: float, ar_on: float, exact: bool = True) -> pd.DataFrame:
+    rows = []
+    for fast, ar in ((False, ar_off), (True, ar_on)):
+        rows.append({"method": "autoregressive", "label": "autoregressive", "ms_per_token": ar, "speedup": 1.0,
+                     "identical_to_greedy": True, "fast_matmul": fast, "score": 0.5})
+        rows.append({"method": "self_speculative", "label": "self_speculative E=8 d=3 kvq", "ms_per_token": ar / 1.2,
+                     "speedup": 1.2 if not fast else 1.4, "identical_to_greedy": exact, "fast_matmul": fast,
+                     "score": 0.5})
+    return pd.DataFrame(rows)
+
+
+def test_matmul_claims_follow_the_numbers():
+    held = tables.matmul_claims(_ablation(60.0, 50.0), scope="parsing")
+    assert held["held"].tolist() == ["held"] and held["claim"].iloc[0].startswith("parsing: Beyond the paper")
+    assert "60.0 ms/token off vs 50.0 on" in held["evidence"].iloc[0]
+    assert "1.20x off, 1.40x on" in held["evidence"].iloc[0]
+    assert tables.matmul_claims(_ablation(50.0, 60.0))["held"].tolist() == ["not held"]  # slower
+    assert tables.matmul_claims(_ablation(60.0, 50.0, exact=False))["held"].tolist() == ["not held"]  # not exact

@@ -5,6 +5,8 @@
                       with transformers' greedy and `assistant_early_exit` on the exported weights alongside
     parse_decoding    the parsing study's models (`rlib.layerskip.parse_study`) on the first test utterances, stopping
                       at EOS and scoring each output's exact match (Tables 5, 6 and 10's TOPv2 setting)
+    parse_matmul_ablation  the LayerSkip parsing model's baseline and first self-speculation setting with and without
+                      `fast_decoding`'s few-token products (beyond the paper: what the CPU BLAS path does to both)
     adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
                       Table 4's HumanEval setting) or held-out windows of the study's corpus
 
@@ -28,8 +30,8 @@ from rlib.layerskip.analysis import motivation_probe
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.model import Decoder
 
-__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_decoding", "probe_models",
-           "scratch_decoding"]
+__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_decoding", "parse_matmul_ablation",
+           "probe_models", "scratch_decoding"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
@@ -104,11 +106,9 @@ def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tupl
     return table
 
 
-def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
-    """Every trained recipe of the parsing study on the first `decode_prompts` test utterances, greedy until EOS
-    (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
-    gets every reuse mode (and the peers when `decode_peers`; with `decode_draft_vocab`, also drafting over the task
-    vocabulary: the tokens of the training parses, EOS included, plus each prompt's), the others the "kvq" rows."""
+def _parse_setup(cfg: parse_study.ParseConfig):
+    """The parsing study's decoding inputs: (prompts [1, T] of the first `decode_prompts` test utterances, the EOS id,
+    exact-match scorer, task vocabulary or None)."""
     tokenizer = assets.load_tokenizer(cfg.model)
     vocab = None
     if cfg.decode_draft_vocab:
@@ -121,10 +121,35 @@ def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "l
     def exact(index: int, generated: list[int]) -> float:
         return float(generated == pairs[index][1])
 
+    return prompts, tokenizer.eos_token_id, exact, vocab
+
+
+def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
+    """Every trained recipe of the parsing study on the first `decode_prompts` test utterances, greedy until EOS
+    (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
+    gets every reuse mode (and the peers when `decode_peers`; with `decode_draft_vocab`, also drafting over the task
+    vocabulary: the tokens of the training parses, EOS included, plus each prompt's), the others the "kvq" rows."""
+    prompts, eos_id, exact, vocab = _parse_setup(cfg)
     models = {recipe: parse_study.load_model(work, recipe) for recipe in cfg.recipes}
     return decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                          cfg.decode_new_tokens, cfg.decode_repeats, cfg.decode_peers, full=(layerskip,),
-                         eos_ids=(tokenizer.eos_token_id,), score=exact, draft_vocab=vocab)
+                         eos_ids=(eos_id,), score=exact, draft_vocab=vocab)
+
+
+def parse_matmul_ablation(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
+    """The `layerskip` parsing model's autoregressive baseline and self-speculation at the first E and d ("kvq"; also
+    over the task vocabulary with `decode_draft_vocab`), timed with `fast_matmul` off and on, as `parse_decoding`
+    times them. One row per (fast_matmul, case); each half's speedups are over its own baseline."""
+    prompts, eos_id, exact, vocab = _parse_setup(cfg)
+    model = parse_study.load_model(work, layerskip)
+    cases = [case for case in decode_cases(cfg.decode_exits[:1], cfg.decode_drafts[:1], ("kvq",), peers=False,
+                                           draft_vocab=vocab is not None) if case.method != "early_exit"]
+    frames = [benchmark_decoding(model, prompts, cases, cfg.decode_new_tokens, cfg.decode_repeats,
+                                 desc=f"decoding {layerskip}, fast_matmul={fast}", eos_ids=(eos_id,), score=exact,
+                                 draft_vocab=vocab, fast_matmul=fast) for fast in (False, True)]
+    table = pd.concat(frames, ignore_index=True)
+    table.insert(0, "recipe", layerskip)
+    return table
 
 
 def probe_models(models: dict[str, Decoder], tokenizer, new_tokens: int) -> dict[str, dict]:

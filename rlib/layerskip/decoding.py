@@ -8,6 +8,10 @@ times after one warm-up, and the median counts; ms/token = the sum of medians ov
 `distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
 loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
 
+Our decoders run inside `rlib.model.decode_matmul.fast_decoding` (`fast_matmul`, default on): on CPU every few-token
+product takes the faster of three BLAS paths, for the baseline and self-speculation alike (column `fast_matmul`).
+Transformers' decoders run on their own weights, untouched.
+
 `draft_vocab` cases (beyond the paper) draft over a task vocabulary only: the ids given to `benchmark_decoding` plus the
 prompt's own ids (a parse copies its slot values from the utterance), gathered per prompt inside the timed call.
 
@@ -29,6 +33,7 @@ from rlib.config import ConfigError
 from rlib.layerskip.peer import hf_early_exit_generate, hf_greedy_generate
 from rlib.layerskip.speculative import REUSE_MODES, early_exit_generate, self_speculative_generate
 from rlib.model import Decoder
+from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
 __all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "distinct_2", "draft_vocabulary",
@@ -130,12 +135,13 @@ def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tok
 def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[DecodeCase], max_new_tokens: int,
                        repeats: int = 3, hf_model=None, desc: str = "decoding",
                        eos_ids: tuple[int, ...] = (), score=None,
-                       draft_vocab: torch.Tensor | None = None) -> pd.DataFrame:
+                       draft_vocab: torch.Tensor | None = None, fast_matmul: bool = True) -> pd.DataFrame:
     """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens per round, S_pred, and
     whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids: stop
     each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
     score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as
-    column `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`)."""
+    column `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul: run
+our decoders inside `fast_decoding` (module docstring)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:
@@ -143,6 +149,14 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     if cases[0].method != "autoregressive":
         raise ConfigError("the first case must be the autoregressive baseline (the speedups are relative to it)")
     model.eval()
+    with fast_decoding(model, enabled=fast_matmul):
+        table = _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score,
+                           draft_vocab)
+    table.insert(table.columns.get_loc("new_tokens") + 1, "fast_matmul", fast_matmul)
+    return table
+
+
+def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score, draft_vocab):
     n_layers = len(model.plan)
     reference: list[torch.Tensor] = []
     rows = []

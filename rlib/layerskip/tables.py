@@ -6,6 +6,7 @@
     train_curves      training loss against steps, long format (Fig. 12)
     curriculum_table  the early-exit curricula side by side: exits' perplexity and seconds per step (Sec. 4.1.2)
     decoding_claims   self-speculation: exact, acceptance vs E, the baseline's (lack of) speedup, cache reuse, the peer
+    matmul_claims     beyond the paper: what `fast_decoding`'s few-token products do to the baseline and to the speedup
     training_claims   the claims a small run can test, held or not, with the numbers; thresholds fixed up front:
                       "far better" = the middle exit's perplexity at least 3x lower (the inventory's small-scale
                       expectation), "small cost" = the last exit's perplexity within 5 %
@@ -20,8 +21,8 @@ import pandas as pd
 
 from rlib.layerskip.decoding import vocab_rows
 
-__all__ = ["curriculum_table", "decoding_claims", "exit_table", "mid_last_table", "probe_curves", "train_curves",
-           "training_claims"]
+__all__ = ["curriculum_table", "decoding_claims", "exit_table", "matmul_claims", "mid_last_table", "probe_curves",
+           "train_curves", "training_claims"]
 
 RECIPE_LABELS = {"baseline": "baseline", "ld": "LD", "ee": "EE", "ld_ee": "LD+EE", "ld_const": "LD const",
                  "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
@@ -220,3 +221,24 @@ def decoding_claims(table: pd.DataFrame, layerskip: str = "ld_ee", goal: float =
             f"mean ms/token ours {mine.mean():.2f} vs transformers {peer.mean():.2f}; faster at "
             f"{int((mine < peer).sum())} of {len(peer)} settings")
     return pd.DataFrame(rows)
+
+
+def matmul_claims(ablation: pd.DataFrame, scope: str = "") -> pd.DataFrame:
+    """One claim from `decode_study.parse_matmul_ablation`'s table: with `fast_decoding` on, the autoregressive
+    baseline is faster and every self-speculative output is still the greedy output; the evidence gives both halves'
+    baseline ms/token and exact match and each self-speculation row's speedup over its own half's baseline."""
+    half = {fast: ablation[ablation["fast_matmul"] == fast] for fast in (False, True)}
+    base = {fast: frame[frame["method"] == "autoregressive"].iloc[0] for fast, frame in half.items()}
+    spec = ablation[ablation["method"] == "self_speculative"]
+    speedups = "; ".join(
+        f"{row.label}: {row.speedup:.2f}x off, {half[True].set_index('label').loc[row.label, 'speedup']:.2f}x on"
+        for row in half[False][half[False]["method"] == "self_speculative"].itertuples())
+    score = f", exact match {base[False]['score']:.2f} vs {base[True]['score']:.2f}" if "score" in ablation else ""
+    held = bool(base[True]["ms_per_token"] < base[False]["ms_per_token"] and spec["identical_to_greedy"].all())
+    claim = ("Beyond the paper: few-token products (fast_decoding) make the autoregressive baseline faster, and every "
+             "self-speculative output stays the greedy output")
+    return pd.DataFrame([{"claim": f"{scope}: {claim}" if scope else claim, "held": "held" if held else "not held",
+                          "evidence": f"baseline {base[False]['ms_per_token']:.1f} ms/token off vs "
+                                      f"{base[True]['ms_per_token']:.1f} on{score}; speedup over each half's own "
+                                      f"baseline: {speedups}; identical to greedy at "
+                                      f"{int(spec['identical_to_greedy'].sum())} of {len(spec)} settings"}])
