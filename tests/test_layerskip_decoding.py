@@ -46,6 +46,28 @@ def test_fast_matmul_is_a_column_and_both_settings_stay_exact():
     assert not any(type(m).__name__ == "DecodeProjection" for m in model.modules())  # restored after the benchmark
 
 
+def test_cases_take_turns_on_each_prompt(monkeypatch):
+    """Round-robin timing: after one warm-up per case, every case decodes prompt i before any decodes prompt i + 1."""
+    from rlib.layerskip import decoding
+
+    calls = []
+    real = decoding.run_case
+
+    def recording(case, model, prompt, *args):
+        calls.append((case.label, int(prompt[0, 0])))
+        return real(case, model, prompt, *args)
+
+    monkeypatch.setattr(decoding, "run_case", recording)
+    model = tiny_model(4, seed=1)
+    prompts = [ids(1, 5, seed=s) for s in range(2)]
+    cases = decode_cases(exits=(2,), drafts=(3,), peers=False)
+    labels = [c.label for c in cases]
+    benchmark_decoding(model, prompts, cases, max_new_tokens=4, repeats=2)
+    firsts = [int(p[0, 0]) for p in prompts]
+    assert calls[:3] == [(label, firsts[0]) for label in labels]  # warm-ups
+    assert calls[3:] == [(label, first) for _ in range(2) for first in firsts for label in labels]
+
+
 def test_distinct_2_flags_loops():
     assert distinct_2([5, 5, 5, 5, 5]) == 0.25 and distinct_2([1, 2, 3, 4]) == 1.0 and distinct_2([7]) == 1.0
     assert distinct_2([1, 2, 1, 2, 1]) == 0.5

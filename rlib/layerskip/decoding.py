@@ -3,8 +3,10 @@
 Every method decodes the same prompts greedily at batch 1 for a fixed number of new tokens (EOS ignored, so every
 method produces the same count). The autoregressive baseline runs through the same code path and KV cache as
 self-speculation (`n_draft=0`), as the official code does for an apples-to-apples comparison; transformers' own
-greedy and early-exit assisted generation run on the exported weights. Each (method, prompt) is timed `repeats`
-times after one warm-up, and the median counts; ms/token = the sum of medians over the sum of new tokens.
+greedy and early-exit assisted generation run on the exported weights. Each method is warmed up once; then each
+prompt is decoded by every method in turn (round-robin, so a slow or fast spell of a shared machine falls on every
+method alike, not on whichever was being timed), `repeats` times over the prompts; the median per (method, prompt)
+counts, and ms/token = the sum of medians over the sum of new tokens.
 `distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
 loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
 
@@ -158,25 +160,32 @@ our decoders inside `fast_decoding` (module docstring)."""
 
 def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score, draft_vocab):
     n_layers = len(model.plan)
-    reference: list[torch.Tensor] = []
+
+    def decode(case: DecodeCase, prompt: torch.Tensor):
+        return run_case(case, model, prompt, max_new_tokens, hf_model, eos_ids, draft_vocab)
+
+    for case in cases:
+        decode(case, prompts[0])  # warm-up
+    times = [[[] for _ in prompts] for _ in cases]  # [case][prompt] -> seconds per repeat
+    results: list[list] = [[None] * len(prompts) for _ in cases]  # [case][prompt] -> (ids, stats)
+    for step in progress(range(repeats * len(prompts)), desc=desc, unit="prompt"):
+        index = step % len(prompts)
+        for number, case in enumerate(cases):  # round-robin: a slow spell of the machine hits every case alike
+            started = time.perf_counter()
+            results[number][index] = decode(case, prompts[index])
+            times[number][index].append(time.perf_counter() - started)
+    reference = [out for out, _ in results[0]]
     rows = []
-    for case in progress(cases, desc=desc, unit="case"):
-        run_case(case, model, prompts[0], max_new_tokens, hf_model, eos_ids, draft_vocab)  # warm-up
+    for number, case in enumerate(cases):
         seconds = tokens = drafted = accepted = rounds = 0
         identical, diversity, scores = True, [], []
         for index, prompt in enumerate(prompts):
-            times = []
-            for _ in range(repeats):
-                started = time.perf_counter()
-                out, stats = run_case(case, model, prompt, max_new_tokens, hf_model, eos_ids, draft_vocab)
-                times.append(time.perf_counter() - started)
-            seconds += statistics.median(times)
+            out, stats = results[number][index]
+            seconds += statistics.median(times[number][index])
             tokens += out.shape[1] - prompt.shape[1]
             diversity.append(distinct_2(out[0, prompt.shape[1]:].tolist()))
             if score is not None:
                 scores.append(float(score(index, out[0, prompt.shape[1]:].tolist())))
-            if case.method == "autoregressive":
-                reference.append(out)
             identical &= bool(torch.equal(out, reference[index]))
             if stats is not None:
                 drafted, accepted, rounds = drafted + stats.drafted, accepted + stats.accepted, rounds + stats.rounds
