@@ -1,11 +1,11 @@
 """Few-token products on CPU: F.linear vs the products of `rlib.model.decode_matmul`, for one model's weight shapes.
 
-Each weight shape is timed on `--copies` distinct matrices, cycled, so the weights come from memory as in decoding
-(a model's layers do not fit in the cache) and not from a warm cache. Paths, for x [M, in] and W [out, in]:
+Each weight shape is timed on enough distinct matrices to fill `--megabytes`, cycled, so the weights come from
+memory as in decoding (a model's layers do not fit in the cache). Paths, for x [M, in] and W [out, in]:
 
     linear        F.linear(x, W)                          what nn.Linear does
     transposed    x @ W^T, with W^T a contiguous copy       decode_linear's path at M = 1
-    weight_major  (W @ x^T)^T                             decode_linear's path at 2 <= M <= SMALL_M
+    weight_major  (W @ x^T)^T                             decode_linear's path at small M > 1
     decode        decode_linear (the path it picks)
 
 Prints ms per product, GB/s of weight read, and each path's speedup over linear, measured in one run; --out writes

@@ -142,8 +142,8 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids: stop
     each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
     score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as
-    column `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul: run
-our decoders inside `fast_decoding` (module docstring)."""
+    column `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul:
+    run our decoders inside `fast_decoding` (module docstring)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:

@@ -49,7 +49,7 @@ def decode_linear(x: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor 
     (module docstring)."""
     flat = x.reshape(-1, x.shape[-1])  # [M, in]
     tokens, (out_features, in_features) = flat.shape[0], weight.shape
-    if tokens == 1 and weight_t is not None and out_features >= in_features:
+    if tokens == 1 and weight_t is not None and wants_transposed(weight):
         y = flat @ weight_t  # [1, out]
     elif 1 < tokens <= SMALL_M or (1 < tokens <= WIDE_SMALL_M and out_features > in_features):
         y = (weight @ flat.t()).t()  # [M, out]
