@@ -5,6 +5,8 @@
                       with transformers' greedy and `assistant_early_exit` on the exported weights alongside
     parse_decoding    the parsing study's models (`rlib.layerskip.parse_study`) on the first test utterances, stopping
                       at EOS and scoring each output's exact match (Tables 5, 6 and 10's TOPv2 setting)
+    parse_costs       the LayerSkip parsing model's decoding components timed one by one, and its `parse_decoding` rows
+                      predicted from them (`rlib.layerskip.decode_costs`: why the whole head falls short here)
     parse_matmul_ablation  the LayerSkip parsing model's baseline and first self-speculation setting with and without
                       `fast_decoding`'s few-token products (beyond the paper: what the CPU BLAS path does to both)
     adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
@@ -25,13 +27,13 @@ import torch
 
 from rlib import assets, data
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, grid, parse_data, parse_study
+from rlib.layerskip import adapt, decode_costs, grid, parse_data, parse_study
 from rlib.layerskip.analysis import motivation_probe
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.model import Decoder
 
-__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_decoding", "parse_matmul_ablation",
-           "probe_models", "scratch_decoding"]
+__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_costs", "parse_decoding",
+           "parse_matmul_ablation", "probe_models", "scratch_decoding"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
@@ -134,6 +136,16 @@ def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "l
     return decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                          cfg.decode_new_tokens, cfg.decode_repeats, cfg.decode_peers, full=(layerskip,),
                          eos_ids=(eos_id,), score=exact, draft_vocab=vocab)
+
+
+def parse_costs(cfg: parse_study.ParseConfig, work: Path, decoding: pd.DataFrame, layerskip: str = "ld_ee",
+                repeats: int = 20) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the `layerskip` parsing model's component costs, timed over `parse_decoding`'s prompts at its E and d; that
+    model's rows of `decoding`, a `parse_decoding` table of this run, with the cost model's predictions)."""
+    prompts, _, _, vocab = _parse_setup(cfg)
+    model = parse_study.load_model(work, layerskip)
+    costs = decode_costs.measure_costs(model, prompts, cfg.decode_exits, cfg.decode_drafts, vocab, repeats)
+    return costs, decode_costs.predict(decoding[decoding["recipe"] == layerskip], costs, len(prompts))
 
 
 def parse_matmul_ablation(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:

@@ -138,11 +138,11 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
                        repeats: int = 3, hf_model=None, desc: str = "decoding",
                        eos_ids: tuple[int, ...] = (), score=None,
                        draft_vocab: torch.Tensor | None = None, fast_matmul: bool = True) -> pd.DataFrame:
-    """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens per round, S_pred, and
-    whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids: stop
-    each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
-    score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as
-    column `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul:
+    """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens and drafts per round,
+    S_pred, and whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids:
+    stop each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
+    score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as column
+    `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul:
     run our decoders inside `fast_decoding` (module docstring)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
@@ -194,6 +194,7 @@ def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, e
                "n_draft": case.n_draft, "reuse": case.reuse, "draft_vocab": case.draft_vocab,
                "ms_per_token": 1000 * seconds / tokens, "acceptance": acceptance,
                "tokens_per_round": tokens / rounds if rounds else float("nan"),
+               "drafts_per_round": drafted / rounds if rounds else float("nan"),
                "identical_to_greedy": identical, "new_tokens": tokens,
                "distinct_2": sum(diversity) / len(diversity)}
         if score is not None:

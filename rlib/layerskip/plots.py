@@ -8,6 +8,9 @@
     plot_parse_exits  exact match (solid) and token accuracy (dashed) of the parsing study exit by exit (Fig. 10b)
     plot_self_speculation  speedup (left) and acceptance (right) of self-speculation against the exit layer E, one line
                       per draft length d and drafting head (whole head / task vocabulary), with the 1.0x and goal lines
+    plot_cost_model   the measured cost model (`rlib.layerskip.decode_costs`): measured against predicted speedup per
+                      setting (left), and speedup against acceptance at the best whole-head (E, d) for the whole head,
+                      the task-vocabulary head and the layer-count model, with the measured points (right)
     plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
 """
 
@@ -19,12 +22,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from rlib.layerskip.decoding import vocab_rows
+from rlib.layerskip.decode_costs import speedup_at
+from rlib.layerskip.decoding import predicted_speedup, vocab_rows
 from rlib.layerskip.tables import RECIPE_LABELS
 from rlib.plotting import PALETTE, finish, new_figure, style
 
-__all__ = ["plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe", "plot_self_speculation",
-           "plot_study_exits", "plot_train_loss"]
+__all__ = ["plot_cost_model", "plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe",
+           "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
 
 
 def _colours(recipes: list[str]) -> dict[str, tuple]:
@@ -145,6 +149,53 @@ def plot_self_speculation(decoding: pd.DataFrame, recipe: str, title: str, goal:
     for ax in (left, right):
         ax.set_xticks(sorted(rows["exit_layer"].unique()))
     left.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_cost_model(predicted: pd.DataFrame, costs: pd.DataFrame, prompts: int, title: str,
+                    goal: float = 1.5) -> Figure:
+    """`predicted` from `decode_costs.predict` (one model, `prompts` generations), `costs` from `measure_costs`."""
+    spec = predicted[predicted["method"] == "self_speculative"]
+    if spec.empty:
+        raise ValueError("no self-speculative rows to plot")
+    narrow = vocab_rows(spec)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    colours = sns.color_palette(PALETTE, 3)
+    kinds = {"whole head, kvq": ~narrow & (spec["reuse"] == "kvq"), "whole head, kv / none": spec["reuse"] != "kvq",
+             "task vocabulary, kvq": narrow}
+    for colour, (name, rows) in zip(colours, kinds.items()):
+        part = spec[rows]
+        left.scatter(part["cost_model_speedup"], part["speedup"], color=colour, s=18, label=name)
+        left.scatter(part["predicted_speedup"], part["speedup"], facecolors="none", edgecolors=colour, s=18,
+                     linewidths=0.8)
+    low = min(spec[["speedup", "cost_model_speedup", "predicted_speedup"]].min().min(), 0.8) * 0.95
+    high = max(spec[["speedup", "cost_model_speedup", "predicted_speedup"]].max().max(), goal) * 1.05
+    left.plot([low, high], [low, high], color="0.5", linewidth=0.8)
+    left.scatter([], [], facecolors="none", edgecolors="0.4", s=18, label="hollow: layer-count model")
+    left.set(xlabel="predicted speedup (x)", ylabel="measured speedup (x)", xlim=(low, high), ylim=(low, high))
+    left.legend(fontsize=7)
+    whole = spec[~narrow & (spec["reuse"] == "kvq")]
+    best = whole.loc[whole["speedup"].idxmax()]
+    exit_layer, n_draft = int(best["exit_layer"]), int(best["n_draft"])
+    tokens = int(predicted.loc[predicted["method"] == "autoregressive", "new_tokens"].iloc[0])
+    n_layers = int(costs.loc[costs["component"] == "layers", "exit_layer"].max())
+    grid = np.linspace(0, 1, 51)
+    curves = {"whole head": [speedup_at(costs, a, exit_layer, n_draft, tokens, prompts) for a in grid],
+              "task vocabulary": [speedup_at(costs, a, exit_layer, n_draft, tokens, prompts, vocab=True)
+                                  for a in grid]}
+    for colour, (name, curve) in zip((colours[0], colours[2]), curves.items()):
+        right.plot(grid, curve, color=colour, label=f"cost model, {name}")
+        points = spec[(spec["exit_layer"] == exit_layer) & (spec["n_draft"] == n_draft) & (spec["reuse"] == "kvq")
+                      & (narrow == (name == "task vocabulary"))]
+        right.scatter(points["acceptance"], points["speedup"], color=colour, s=24, zorder=3)
+    right.plot(grid, [predicted_speedup(a, n_draft, exit_layer, n_layers) for a in grid], color="0.5",
+               linestyle="--", linewidth=0.9, label="layer-count model (no head)")
+    right.axhline(goal, color="0.3", linewidth=0.8, linestyle=":", label=f"goal {goal}x")
+    right.axhline(1.0, color="0.5", linewidth=0.8)
+    right.set(xlabel=f"acceptance (E={exit_layer}, d={n_draft})", ylabel="speedup over autoregressive (x)",
+              xlim=(0, 1))
+    right.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return fig
 

@@ -17,7 +17,7 @@ Cache reuse (Table 6), three ways:
 
 Draft vocabulary (beyond the paper): `draft_vocab` restricts the drafts to some token ids, so drafting computes only
 those rows of the shared head. On a small model the head is a large share of a drafted token's cost (SmolLM2-135M's
-576 x 49,152 head reads as many bytes as about 6 of its 30 layers); a task's outputs use few distinct tokens. The
+576 x 49,152 head reads as many bytes as 8 of its 30 layers); a task's outputs use few distinct tokens. The
 verifier still uses the whole head, so the output stays the full model's greedy output whatever the vocabulary; only
 acceptance (a draft outside the vocabulary is never proposed) and the drafting cost change.
 
