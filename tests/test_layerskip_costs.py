@@ -66,6 +66,19 @@ def test_prediction_follows_the_round_arithmetic():
     assert out["measured_over_cost"].iloc[2] == pytest.approx(1.2 / (autoregressive / ms[2]))
 
 
+def test_the_round_overhead_is_paid_once_a_round():
+    table = decoding_rows([
+        {"method": "autoregressive", "exit_layer": 8},
+        {"method": "self_speculative", "exit_layer": 2, "n_draft": 3, "reuse": "kvq", "tokens_per_round": 2.5,
+         "drafts_per_round": 3.0}])
+    costs = synthetic_costs()
+    with_overhead = pd.concat([costs, pd.DataFrame([{"component": "round overhead", "exit_layer": 0, "tokens": 1,
+                                                     "ms": 2.0, "layers": 2.0}])], ignore_index=True)
+    before, after = (predict(table, c, prompts=4)["predicted_ms"] for c in (costs, with_overhead))
+    assert after.iloc[0] - before.iloc[0] == pytest.approx(36 * 2.0 / 40)  # 36 rounds after the 4 prefills
+    assert after.iloc[1] - before.iloc[1] == pytest.approx(16 * 2.0 / 40)  # 16 rounds
+
+
 @pytest.mark.parametrize("vocab", [False, True])
 @pytest.mark.parametrize("target", [1.1, 1.4])
 def test_required_acceptance_inverts_predict(vocab, target):
@@ -101,8 +114,9 @@ def test_measured_costs_cover_a_real_benchmark_table():
     costs = measure_costs(model, prompts, exits=(2,), drafts=(1, 3), draft_vocab=vocab, repeats=2)
     keys = set(zip(costs["component"], costs["exit_layer"], costs["tokens"]))
     assert {("prefill", 4, 5), ("layers", 2, 1), ("layers", 4, 1), ("head", 0, 1), ("vocab head", 0, 1),
-            ("head", 0, 2), ("head", 0, 4), ("layers from", 0, 4), ("layers from", 2, 2)} <= keys
-    assert (costs["ms"] > 0).all()
+            ("head", 0, 2), ("head", 0, 4), ("layers from", 0, 4), ("layers from", 2, 2),
+            ("round overhead", 0, 1)} <= keys
+    assert (costs["ms"] >= 0).all() and (costs.loc[costs["component"] != "round overhead", "ms"] > 0).all()
     assert costs.loc[(costs["component"] == "layers") & (costs["exit_layer"] == 4), "layers"].iloc[0] == 4
     assert head_in_layers(costs) > 0
     table = benchmark_decoding(model, prompts, decode_cases((2,), (1, 3), ("kvq", "kv"), peers=False,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rlib.layerskip.decode_costs import head_in_layers, required_acceptance
+from rlib.layerskip.decode_costs import head_in_layers, required_acceptance, speedup_at
 from rlib.layerskip.decoding import vocab_rows
 
 __all__ = ["cost_claims", "cost_table"]
@@ -61,11 +61,12 @@ def cost_claims(predicted: pd.DataFrame, costs: pd.DataFrame, prompts: int, goal
     need = {vocab: required_acceptance(costs, int(best["exit_layer"]), int(best["n_draft"]), goal, tokens, prompts,
                                        vocab=vocab) for vocab in (False, True)}
     measured = float(best["acceptance"])
+    ceiling = speedup_at(costs, 1.0, int(best["exit_layer"]), int(best["n_draft"]), tokens, prompts)
     add(f"Beyond the paper: the whole head's cost is what keeps the paper's drafting from {goal}x here (at its best "
         f"E and d the acceptance is below what the whole head needs, and at or above what a task-vocabulary head "
         f"needs)", need[True] <= measured < need[False],
         f"E={int(best['exit_layer'])}, d={int(best['n_draft'])}: measured acceptance {measured:.2f} "
         f"({best['speedup']:.2f}x); "
         f"the cost model needs {_fmt(need[False])} drafting with the whole head, {_fmt(need[True])} with the task "
-        f"vocabulary's")
+        f"vocabulary's; at acceptance 1 it gives {ceiling:.2f}x with the whole head")
     return pd.DataFrame(rows)
