@@ -18,7 +18,7 @@ import pandas as pd
 from rlib.layerskip.decode_costs import head_in_layers, required_acceptance, speedup_at
 from rlib.layerskip.decoding import vocab_rows
 
-__all__ = ["cost_claims", "cost_table"]
+__all__ = ["best_whole_head", "cost_claims", "cost_table"]
 
 COLUMNS = ["label", "acceptance", "tokens_per_round", "drafts_per_round", "ms_per_token", "predicted_ms", "speedup",
            "cost_model_speedup", "measured_over_cost", "predicted_speedup"]
@@ -28,6 +28,14 @@ def cost_table(predicted: pd.DataFrame) -> pd.DataFrame:
     """`decode_costs.predict`'s output, our decoders only; `predicted_speedup` renamed `layer_count_speedup`."""
     ours = predicted[predicted["predicted_ms"].notna()]
     return ours[COLUMNS].rename(columns={"predicted_speedup": "layer_count_speedup"}).reset_index(drop=True)
+
+
+def best_whole_head(predicted: pd.DataFrame) -> tuple[pd.Series, int]:
+    """(the fastest whole-head "kvq" self-speculative row, the autoregressive row's new tokens) of a predicted table."""
+    spec = predicted[predicted["method"] == "self_speculative"]
+    whole = spec[~vocab_rows(spec) & (spec["reuse"] == "kvq")]
+    tokens = int(predicted.loc[predicted["method"] == "autoregressive", "new_tokens"].iloc[0])
+    return whole.loc[whole["speedup"].idxmax()], tokens
 
 
 def _fmt(acceptance: float) -> str:
@@ -46,18 +54,16 @@ def cost_claims(predicted: pd.DataFrame, costs: pd.DataFrame, prompts: int, goal
 
     spec = predicted[predicted["method"] == "self_speculative"]
     ratio = spec["measured_over_cost"]
-    count = (spec["speedup"] / spec["predicted_speedup"])
+    count = spec["speedup"] / spec["predicted_speedup"]
     inside = int(((ratio - 1).abs() <= tolerance).sum())
     add(f"Beyond the paper: a cost model of measured component times predicts every self-speculative speedup within "
         f"{tolerance:.0%}", inside == len(spec),
         f"measured / predicted {ratio.min():.2f} to {ratio.max():.2f}, within {tolerance:.0%} at {inside} of "
         f"{len(spec)} settings (the layer-count model, without the head: {count.min():.2f} to {count.max():.2f}); "
         f"the head costs {head_in_layers(costs):.1f} layers on one token")
-    whole = spec[~vocab_rows(spec) & (spec["reuse"] == "kvq")]
-    if whole.empty:
+    if not (~vocab_rows(spec) & (spec["reuse"] == "kvq")).any():
         return pd.DataFrame(rows)
-    best = whole.loc[whole["speedup"].idxmax()]
-    tokens = int(predicted.loc[predicted["method"] == "autoregressive", "new_tokens"].iloc[0])
+    best, tokens = best_whole_head(predicted)
     need = {vocab: required_acceptance(costs, int(best["exit_layer"]), int(best["n_draft"]), goal, tokens, prompts,
                                        vocab=vocab) for vocab in (False, True)}
     measured = float(best["acceptance"])

@@ -51,7 +51,7 @@ from rlib.progress import progress
 
 LOOP_TOKENS = 16  # tokens of the autoregressive generation that calibrates the round overhead
 
-__all__ = ["head_in_layers", "measure_costs", "predict", "required_acceptance", "round_ms", "speedup_at"]
+__all__ = ["head_in_layers", "measure_costs", "n_layers_of", "predict", "required_acceptance", "round_ms", "speedup_at"]
 
 
 @torch.inference_mode()
@@ -158,7 +158,7 @@ def _overhead(costs: pd.DataFrame) -> float:
 
 def _autoregressive(costs: pd.DataFrame) -> tuple[int, float, float]:
     """(L, prefill ms, ms of one autoregressive token: L layers, the head on 1 token and the round overhead)."""
-    n_layers = int(costs.loc[costs["component"] == "layers", "exit_layer"].max())
+    n_layers = n_layers_of(costs)
     prefill = _cost(costs, "prefill", n_layers, int(costs.loc[costs["component"] == "prefill", "tokens"].iloc[0]))
     return n_layers, prefill, _cost(costs, "layers", n_layers, 1) + _cost(costs, "head", 0, 1) + _overhead(costs)
 
@@ -167,21 +167,20 @@ def predict(decoding: pd.DataFrame, costs: pd.DataFrame, prompts: int) -> pd.Dat
     """`decoding` (a `decoding.benchmark_decoding` / `decode_study` table of one model, `prompts` prompts) with
     `predicted_ms`, `cost_model_speedup` (the autoregressive row's predicted ms over the row's) and `measured_over_cost`
     (measured speedup over cost-model speedup) for our decoders; NaN for the transformers peers."""
-    n_layers, prefill, step = _autoregressive(costs)
+    n_layers, prefill, _ = _autoregressive(costs)
     predicted = []
     for row in decoding.itertuples():
         tokens = row.new_tokens
         if row.method == "autoregressive":
-            total = prompts * prefill + (tokens - prompts) * step
+            total = _autoregressive_total(costs, tokens, prompts)
         elif row.method == "early_exit":
             per_token = _cost(costs, "layers", row.exit_layer, 1) + _cost(costs, "head", 0, 1) + _overhead(costs)
             total = prompts * prefill * row.exit_layer / n_layers + (tokens - prompts) * per_token
         elif row.method == "self_speculative":
-            rounds = tokens / row.tokens_per_round
-            per_round = getattr(row, "drafts_per_round", row.n_draft)
-            one_round, verify = round_ms(costs, row.exit_layer, row.n_draft, per_round, row.reuse,
-                                         bool(getattr(row, "draft_vocab", False)))
-            total = prompts * (prefill - verify) + rounds * one_round
+            _, fixed, one_round = _totals(costs, row.exit_layer, row.n_draft, tokens, prompts, row.reuse,
+                                          bool(getattr(row, "draft_vocab", False)),
+                                          getattr(row, "drafts_per_round", row.n_draft))
+            total = fixed + tokens / row.tokens_per_round * one_round
         else:
             total = float("nan")
         predicted.append(total / tokens)
@@ -194,13 +193,20 @@ def predict(decoding: pd.DataFrame, costs: pd.DataFrame, prompts: int) -> pd.Dat
     return out
 
 
-def _totals(costs: pd.DataFrame, exit_layer: int, n_draft: int, new_tokens: int, prompts: int, reuse: str,
-            vocab: bool) -> tuple[float, float, float]:
-    """(autoregressive ms, self-speculation's fixed ms, ms of one round) for generations of `new_tokens` in all, d
-    drafts every round: self-speculation takes fixed + rounds x round."""
+def _autoregressive_total(costs: pd.DataFrame, new_tokens: int, prompts: int) -> float:
+    """ms of `prompts` autoregressive generations of `new_tokens` in all: each prefill makes a generation's first."""
     _, prefill, step = _autoregressive(costs)
-    one_round, verify = round_ms(costs, exit_layer, n_draft, n_draft, reuse, vocab)
-    return prompts * prefill + (new_tokens - prompts) * step, prompts * (prefill - verify), one_round
+    return prompts * prefill + (new_tokens - prompts) * step
+
+
+def _totals(costs: pd.DataFrame, exit_layer: int, n_draft: int, new_tokens: int, prompts: int, reuse: str,
+            vocab: bool, drafts_per_round: float | None = None) -> tuple[float, float, float]:
+    """(autoregressive ms, self-speculation's fixed ms, ms of one round) for generations of `new_tokens` in all,
+    `drafts_per_round` drafts a round (default d): self-speculation takes fixed + rounds x round."""
+    _, prefill, _ = _autoregressive(costs)
+    per_round = n_draft if drafts_per_round is None else drafts_per_round
+    one_round, verify = round_ms(costs, exit_layer, n_draft, per_round, reuse, vocab)
+    return _autoregressive_total(costs, new_tokens, prompts), prompts * (prefill - verify), one_round
 
 
 def speedup_at(costs: pd.DataFrame, acceptance: float, exit_layer: int, n_draft: int, new_tokens: int, prompts: int,
@@ -219,6 +225,11 @@ def required_acceptance(costs: pd.DataFrame, exit_layer: int, n_draft: int, targ
     if rounds <= 0:
         return float("inf")
     return (new_tokens / rounds - 1) / n_draft
+
+
+def n_layers_of(costs: pd.DataFrame) -> int:
+    """L: the deepest `layers` row of a cost table."""
+    return int(costs.loc[costs["component"] == "layers", "exit_layer"].max())
 
 
 def head_in_layers(costs: pd.DataFrame) -> float:

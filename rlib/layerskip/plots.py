@@ -22,7 +22,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from rlib.layerskip.decode_costs import speedup_at
+from rlib.layerskip.cost_tables import best_whole_head
+from rlib.layerskip.decode_costs import n_layers_of, speedup_at
 from rlib.layerskip.decoding import predicted_speedup, vocab_rows
 from rlib.layerskip.tables import RECIPE_LABELS
 from rlib.plotting import PALETTE, finish, new_figure, style
@@ -175,11 +176,9 @@ def plot_cost_model(predicted: pd.DataFrame, costs: pd.DataFrame, prompts: int, 
     left.scatter([], [], facecolors="none", edgecolors="0.4", s=18, label="hollow: layer-count model")
     left.set(xlabel="predicted speedup (x)", ylabel="measured speedup (x)", xlim=(low, high), ylim=(low, high))
     left.legend(fontsize=7)
-    whole = spec[~narrow & (spec["reuse"] == "kvq")]
-    best = whole.loc[whole["speedup"].idxmax()]
+    best, tokens = best_whole_head(predicted)
     exit_layer, n_draft = int(best["exit_layer"]), int(best["n_draft"])
-    tokens = int(predicted.loc[predicted["method"] == "autoregressive", "new_tokens"].iloc[0])
-    n_layers = int(costs.loc[costs["component"] == "layers", "exit_layer"].max())
+    n_layers = n_layers_of(costs)
     grid = np.linspace(0, 1, 51)
     curves = {"whole head": [speedup_at(costs, a, exit_layer, n_draft, tokens, prompts) for a in grid],
               "task vocabulary": [speedup_at(costs, a, exit_layer, n_draft, tokens, prompts, vocab=True)
