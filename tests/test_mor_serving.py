@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlib.serving import Request, ServingEngine, make_engine
 from rlib.config import ConfigError
 from rlib.mor import MoRSpec
-from rlib.mor.serving import MoRProgram, greedy_generate
-from tests.test_serving import requests
+from rlib.mor.serving import greedy_generate
+from rlib.serving import Request, make_engine
 from tests.test_mor import SPECS, model
+from tests.test_serving import requests
 
 
 @pytest.mark.parametrize("gemma", [False, True])

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from rlib import looping, relax
-from rlib.serving import LoopedProgram, Request, ServingEngine, make_engine
 from rlib.config import ConfigError
 from rlib.looping import Looping
 from rlib.model import Decoder, ExecutionPlan
 from rlib.relax import Relaxation
+from rlib.serving import LoopedProgram, Request, ServingEngine, make_engine
 from tests.test_looping import VOCAB, tiny_model
 
 

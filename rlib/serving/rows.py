@@ -46,7 +46,9 @@ class RowStores:
 
     def store(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor,
               write: torch.Tensor | None = None) -> None:
-        rows = write.nonzero(as_tuple=True)[0] if write is not None else torch.arange(len(positions), device=positions.device)
+        if write is None:
+            write = torch.ones(len(positions), dtype=torch.bool, device=positions.device)
+        rows = write.nonzero(as_tuple=True)[0]
         if len(rows):
             s, c, p = self.slots[rows], self.cache_slots[rows], positions[rows]
             self.k_store[s, c, :, p] = keys[rows, :, 0]
