@@ -29,12 +29,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from rlib.config import ConfigError
 
-__all__ = ["COLUMNS", "DIAGNOSES", "PAPERS", "VERDICTS", "Claim", "ClaimSpec", "Ledger", "check_ledger",
+__all__ = ["COLUMNS", "DIAGNOSES", "PAPERS", "VERDICTS", "Claim", "ClaimSpec", "Ledger", "check_ledger", "load_tables",
            "verdict_counts"]
 
 PAPERS = {
@@ -171,3 +172,9 @@ def verdict_counts(table: pd.DataFrame) -> pd.DataFrame:
     source = table.assign(source=[f"{p} ({'ours' if o else 'paper'})" for p, o in zip(table["paper"], table["ours"])])
     counts = source.pivot_table(index="source", columns="verdict", values="id", aggfunc="count", fill_value=0)
     return counts.reindex(columns=[v for v in VERDICTS if v in counts.columns]).reset_index()
+
+
+def load_tables(folder: str | Path) -> dict[str, pd.DataFrame]:
+    """Every table a chapter run wrote (`<name>.csv` in its output folder, or its promoted folder in `figures/`), by
+    name: a ledger can be judged again from a finished run without re-running it."""
+    return {path.stem: pd.read_csv(path) for path in sorted(Path(folder).glob("*.csv"))}

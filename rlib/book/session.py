@@ -93,6 +93,7 @@ class ChapterRun:
         self.seed = seed
         self.metrics: dict[str, Any] = {}
         self.written: list[str] = []
+        self.tables: dict[str, Any] = {}  # every table written, by name: what the chapter's claims are judged from
         self._t0 = time.perf_counter()
         out_dir.mkdir(parents=True, exist_ok=True)
         if config is not None:
@@ -112,9 +113,21 @@ class ChapterRun:
         with atomic_path(self.out_dir / f"{name}.md") as tmp:
             tmp.write_text(_markdown_safe(df).to_markdown(index=False, floatfmt=floatfmt) + "\n")
         self.written += [f"{name}.csv", f"{name}.md"]
+        self.tables[name] = df
         if show:
             _display(df)
         return df
+
+    def ledger(self, ledger, show: bool = True):
+        """Write the chapter's claims ledger (`rlib.book.claims.Ledger`) as the `claims` table, one metric per claim
+        (`claim/<id>` = its verdict), and print the counts per verdict."""
+        table = ledger.finish()
+        self.table(table, "claims", show=show)
+        for row in table.itertuples():
+            self.metric(f"claim/{row.id}", row.verdict)
+        counts = table["verdict"].value_counts()
+        print(f"[ledger] {self.chapter}: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+        return table
 
     def figure(self, fig, name: str, show: bool = True):
         """Write `fig` as `<name>.png` (150 dpi) and `<name>.svg`, with stable metadata."""

@@ -20,8 +20,8 @@ from rlib.config import ConfigError, Preset
 from rlib.recurrent.tasks import TASKS
 from rlib.vocab import ScratchText
 
-__all__ = ["BLOCKS", "LOSS_TARGETS", "POSITIONS", "LMRun", "RTConfig", "RecurrentConfig", "TaskRun", "alibi_slopes", "lm_config",
-           "lm_runs", "task_runs"]
+__all__ = ["BLOCKS", "LOSS_TARGETS", "POSITIONS", "LMRun", "RTConfig", "RecurrentConfig", "TaskRun", "alibi_slopes",
+           "lm_config", "lm_runs", "task_runs"]
 
 BLOCKS = ("recurrent", "transformer")
 LOSS_TARGETS = ("all", "scored")  # a task model's loss on every next token (MAD) or on the scored targets only
