@@ -228,12 +228,14 @@ def schedule_table(cfg: LayerSkipConfig) -> pd.DataFrame:
 
 
 def runs_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per trained run of a study on the pretrained model: tokens, epochs (where recorded), time."""
+    """One row per trained run of a study on the pretrained model: its corpus and tokens, or (for the parsing study,
+    which records epochs) tokens, epochs and seconds per step; then its minutes."""
     rows = []
     for r in results:
-        row = {"run": r["name"], "corpus": r.get("corpus", ""), "tokens": r.get("tokens", 0)}
         if "epochs" in r:
-            row.update(epochs=r["epochs"], **{"s/step": r["step_seconds"]})
+            row = {"run": r["name"], "tokens": r["tokens"], "epochs": r["epochs"], "s/step": r["step_seconds"]}
+        else:
+            row = {"run": r["name"], "corpus": r.get("corpus", ""), "tokens": r.get("tokens", 0)}
         rows.append({**row, "minutes": r.get("seconds", 0) / 60})
     return pd.DataFrame(rows)
 
