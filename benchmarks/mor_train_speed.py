@@ -44,7 +44,7 @@ def _peak_mib() -> float:
 def child(profile: str, name: str, steps: int, vocab: int | None) -> dict:
     import torch
     import torch.nn.functional as F
-    from rlib.mor.grid import MoRConfig, unrolled_layers
+    from rlib.mor.config import MoRConfig, unrolled_layers
 
     from rlib.mor import MoRSpec, build, vanilla
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from rlib import paths
-from rlib.basemodels import ModelsDataConfig
+from rlib.basemodels.config import ModelsDataConfig
 from rlib.config import PROFILES, ConfigError, check_resources, get_profile
 
 

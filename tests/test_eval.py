@@ -19,6 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from rlib import eval as rev
 from rlib import plotting
+from rlib.basemodels import plots
 from rlib.progress import progress
 
 VOCAB = 40
@@ -148,7 +149,7 @@ def _ppl_frame() -> pd.DataFrame:
 
 def test_plot_perplexity_draws_one_bar_per_row():
     df = _ppl_frame()
-    fig = plotting.plot_perplexity(df)
+    fig = plots.plot_perplexity(df)
     ax = fig.axes[0]
     assert len(ax.patches) == len(df) == 8
     assert ax.get_yscale() == "log"  # 15 .. 303 spans more than 10x
@@ -158,12 +159,12 @@ def test_plot_perplexity_draws_one_bar_per_row():
 
 def test_plots_accept_a_single_group():
     one = pd.DataFrame([{"corpus": "shakespeare", "model": "smollm2-135m", "dtype": "float32", "ppl": 21.0}])
-    fig = plotting.plot_perplexity(one)
+    fig = plots.plot_perplexity(one)
     assert len(fig.axes[0].patches) == 1 and fig.axes[0].get_yscale() == "linear"
     plt.close(fig)
     lat = pd.DataFrame([{"model": "smollm2-135m", "dtype": "float32", "median_s": 0.05,
                          "seq_len": 256, "batch_size": 1, "threads": 2}])
-    fig = plotting.plot_latency(lat)
+    fig = plots.plot_latency(lat)
     assert len(fig.axes[0].patches) == 1 and "1 x 256" in fig.axes[0].get_title()
     plt.close(fig)
 
@@ -174,7 +175,7 @@ def test_plot_latency_and_missing_combinations():
         {"model": "smollm2-135m", "dtype": "bfloat16", "median_s": 0.04},
         {"model": "gemma3-270m", "dtype": "float32", "median_s": 0.12},
     ])
-    fig = plotting.plot_latency(df)
+    fig = plots.plot_latency(df)
     ax = fig.axes[0]
     assert len(ax.patches) == 3
     assert "ms" in ax.get_ylabel()

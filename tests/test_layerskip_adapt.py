@@ -1,4 +1,4 @@
-"""LayerSkip on a pretrained model (rlib.layerskip.adapt, adapt_tables, decode_study): configs fail early, recipes
+"""LayerSkip on a pretrained model (rlib.layerskip.adapt, tables, decode_study): configs fail early, recipes
 wire the paper's settings without touching the source, a study runs end to end and is cached, Table 1 and the claims
 read the right numbers, and decoding the trained models stays exact."""
 
@@ -11,7 +11,7 @@ import torch
 
 from rlib import experiments
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, adapt_tables, decode_study
+from rlib.layerskip import adapt, config, decode_study, tables
 from rlib.model import Decoder, DecoderConfig
 
 
@@ -27,21 +27,21 @@ def _source(vocab_size: int, n_layers: int = 4) -> Decoder:
 
 def test_presets_build_and_bad_settings_fail_early():
     for profile in ("smoke", "cpu", "gpu"):
-        cfg = adapt.AdaptConfig.preset(profile)
-        assert all(isinstance(s, adapt.Study) for s in cfg.studies)
-    cfg = adapt.AdaptConfig.preset("cpu")
+        cfg = config.AdaptConfig.preset(profile)
+        assert all(isinstance(s, config.Study) for s in cfg.studies)
+    cfg = config.AdaptConfig.preset("cpu")
     assert cfg.exits(30) == (3, 6, 9, 12, 15, 18, 21, 24, 27, 30) and cfg.exits(8) == (3, 4, 6, 8)
     assert cfg.task_exits(30) == (6, 12, 15, 18, 24, 30)
-    assert [r.name for r in adapt.runs(cfg)] == ["source", "continual-baseline", "continual-ld_ee", "code-baseline",
+    assert [r.name for r in config.adapt_runs(cfg)] == ["source", "continual-baseline", "continual-ld_ee", "code-baseline",
                                                  "code-ld_ee"]
     study = dict(name="x", corpus="shakespeare", steps=2, lr=1e-4, recipes=("ld_ee",), p_max=0.1, e_scale=0.2,
                  curriculum="rotational", rotation=0)
     with pytest.raises(ConfigError, match=r"recipes \['dropout'\] must name some of"):
-        adapt.Study(**{**study, "recipes": ("dropout",)})
+        config.Study(**{**study, "recipes": ("dropout",)})
     with pytest.raises(ConfigError, match="unknown corpus 'wiki'"):
-        adapt.Study(**{**study, "corpus": "wiki"})
+        config.Study(**{**study, "corpus": "wiki"})
     with pytest.raises(ConfigError, match="p_max=2"):
-        adapt.Study(**{**study, "p_max": 2})
+        config.Study(**{**study, "p_max": 2})
     with pytest.raises(ConfigError, match="distinct names"):
         cfg.override(studies=(study, study))
     with pytest.raises(ConfigError, match=r"tasks \['book_ppl'\] cannot be read per exit"):
@@ -53,11 +53,11 @@ def test_presets_build_and_bad_settings_fail_early():
 
 
 def test_recipes_wire_the_papers_settings_and_leave_the_source_alone():
-    cfg = adapt.AdaptConfig.preset("cpu")
+    cfg = config.AdaptConfig.preset("cpu")
     source = _source(64, n_layers=16)
     before = {k: v.clone() for k, v in source.state_dict().items()}
     seen = {}
-    for run in adapt.runs(cfg)[1:]:
+    for run in config.adapt_runs(cfg)[1:]:
         model, hook, tcfg = adapt.build(run, cfg, source)
         study = cfg.study(run.study)
         seen[run.name] = (model.p_max, model.time_schedule, hook.e_scale, hook.rotation, tcfg.max_steps, tcfg.lr)
@@ -76,7 +76,7 @@ def test_a_study_runs_end_to_end_and_is_cached(tmp_path, needs_assets, monkeypat
     needs_assets("smollm2-135m", "shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval")
     from rlib import assets
 
-    cfg = adapt.AdaptConfig.preset("smoke").override(decode_exits=(2,))
+    cfg = config.AdaptConfig.preset("smoke").override(decode_exits=(2,))
     source = _source(len(assets.load_tokenizer(cfg.model)))
     results = adapt.run_grid(cfg, tmp_path, source=source)
     assert [r["name"] for r in results] == ["source", "continual-ld_ee", "code-ld_ee"]
@@ -91,9 +91,9 @@ def test_a_study_runs_end_to_end_and_is_cached(tmp_path, needs_assets, monkeypat
     monkeypatch.setattr(adapt, "run_one", lambda *a, **k: calls.append(a) or {})
     assert adapt.run_grid(cfg, tmp_path, source=source) == results and not calls  # cached: nothing reruns
 
-    long = adapt_tables.exit_long(results)
+    long = tables.exit_long(results)
     assert set(long["recipe"]) == {"source", "ld_ee"} and set(long["study"]) == {"continual", "code"}
-    table = adapt_tables.table_1(results, "continual", middle=2, last=4)
+    table = tables.table_1(results, "continual", middle=2, last=4)
     assert list(table.columns) == ["metric", "last pretrained", "last LD+EE", "middle pretrained", "middle LD+EE"]
     assert table["metric"].tolist() == ["PPL shakespeare", "book_cloze acc (%)"]
 
@@ -117,13 +117,13 @@ def test_claims_read_the_middle_and_last_exits():
     source = _result("source", "source", {2: 1e6, 4: 20.0}, {2: 0.0, 4: 0.5})
     good = [source, _result("continual", "baseline", {2: 1e4, 4: 18.0}, {2: 0.0, 4: 0.5}),
             _result("continual", "ld_ee", {2: 100.0, 4: 18.5}, {2: 0.3, 4: 0.5})]
-    claims = adapt_tables.adapt_claims(good, {"continual": "poetry"}, middle=2, last=4).set_index("claim")
+    claims = tables.adapt_claims(good, {"continual": "poetry"}, middle=2, last=4).set_index("claim")
     assert list(claims["held"]) == ["held", "held", "held"]
     assert "1e+04x lower" in claims["evidence"].iloc[0] or "100x lower" in claims["evidence"].iloc[0]
     costly = [source, good[1], _result("continual", "ld_ee", {2: 100.0, 4: 19.5}, {2: 0.0, 4: 0.5})]
-    claims = adapt_tables.adapt_claims(costly, {"continual": "poetry"}, middle=2, last=4)
+    claims = tables.adapt_claims(costly, {"continual": "poetry"}, middle=2, last=4)
     assert list(claims["held"]) == ["held", "not held", "not held"]  # +8.3 % at the last exit; no task gain
-    missing = adapt_tables.adapt_claims([source, good[2]], {"continual": "poetry"}, middle=2, last=4)
+    missing = tables.adapt_claims([source, good[2]], {"continual": "poetry"}, middle=2, last=4)
     assert list(missing["held"]) == ["not measured"]
 
 
@@ -132,16 +132,16 @@ def test_probe_summary_and_its_claim():
 
     probes = {"pretrained": pd.DataFrame({"first": [20, 30], "stable": [28, 30]}),
               "LayerSkip": pd.DataFrame({"first": [10, 20], "stable": [20, 26]})}
-    summary = adapt_tables.probe_summary(probes, n_layers=30)
+    summary = tables.probe_summary(probes, n_layers=30)
     assert summary["mean_first"].tolist() == [25, 15] and summary["saving_bound_stable"].iloc[0] == pytest.approx(
         1 - 29 / 30)
     source = _result("source", "source", {2: 1e6, 4: 20.0}, {2: 0.0, 4: 0.5})
-    claims = adapt_tables.adapt_claims([source], {}, middle=2, last=4, probe=summary)
+    claims = tables.adapt_claims([source], {}, middle=2, last=4, probe=summary)
     assert claims["held"].tolist() == ["held"]
 
 
 def test_cached_results_survive_an_unrelated_decoding_change(tmp_path):
-    cfg = adapt.AdaptConfig.preset("cpu")
+    cfg = config.AdaptConfig.preset("cpu")
     assert cfg.eval_key() == cfg.override(decode_exits=(4,), decode_repeats=9).eval_key()
     assert experiments.digest(cfg.eval_key()) != experiments.digest(cfg.override(task_items=7).eval_key())
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from rlib.config import ConfigError
-from rlib.layerskip.cost_tables import cost_claims, cost_table
+from rlib.layerskip.tables import cost_table
 from rlib.layerskip.decode_costs import head_in_layers, measure_costs, predict, required_acceptance, speedup_at
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.layerskip.plots import plot_cost_model

@@ -12,9 +12,10 @@ import torch
 
 from rlib import assets
 from rlib.config import ConfigError
-from rlib.layerskip import parse_data, parse_tables
+from rlib.layerskip import parse_data, tables
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases
-from rlib.layerskip.parse_study import ParseConfig, exit_match_ids
+from rlib.layerskip.config import ParseConfig
+from rlib.layerskip.parse_study import exit_match_ids
 from rlib.layerskip.speculative import early_exit_generate
 from tests.test_looping import ids, tiny_model
 
@@ -111,11 +112,11 @@ def test_parse_claims_read_the_middle_and_last_exits():
         return {"recipe": recipe, "exits": [{"exit_layer": 2, "em": middle, "token_acc": middle},
                                             {"exit_layer": 4, "em": last, "token_acc": last}]}
 
-    claims = parse_tables.parse_claims([run("baseline", 0.0, 0.9), run("ld_ee", 0.5, 0.88)], middle=2, last=4)
+    claims = tables.parse_claims([run("baseline", 0.0, 0.9), run("ld_ee", 0.5, 0.88)], middle=2, last=4)
     assert list(claims["held"]) == ["held", "held"]
-    claims = parse_tables.parse_claims([run("baseline", 0.0, 0.9), run("ld_ee", 0.1, 0.7)], middle=2, last=4)
+    claims = tables.parse_claims([run("baseline", 0.0, 0.9), run("ld_ee", 0.1, 0.7)], middle=2, last=4)
     assert list(claims["held"]) == ["not held", "not held"]
     assert "0.100" in claims["evidence"].iloc[0] and "0.700" in claims["evidence"].iloc[1]
-    exits = parse_tables.parse_exits([run("baseline", 0.0, 0.9)])
+    exits = tables.parse_exits([run("baseline", 0.0, 0.9)])
     assert isinstance(exits, pd.DataFrame) and list(exits.columns) == ["recipe", "exit_layer", "em", "token_acc"]
-    assert parse_tables.label("baseline") == "plain"
+    assert tables.label("baseline") == "plain"

@@ -121,7 +121,7 @@ def test_speedup_goal_needs_output_that_is_not_a_loop():
 def test_vocabulary_drafting_rows_get_their_own_claim_and_leave_the_papers_alone():
     import pandas as pd
 
-    from rlib.layerskip import parse_tables
+    from rlib.layerskip import tables as parse_tables
 
     rows = decode_rows("ld_ee", 10.0, {1: 0.6, 2: 0.8, 3: 0.95})
     for row in [r for r in rows if r["method"] == "self_speculative" and r["reuse"] == "kvq"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rlib.early_exit import static_exit_losses
+from rlib.relaxed.early_exit import static_exit_losses
 
 from rlib.config import ConfigError
 from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss

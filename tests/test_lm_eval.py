@@ -277,12 +277,12 @@ def test_suite_table_and_summary(built, smol_tokenizer):
 def test_plot_task_suite_draws_one_bar_per_model_and_accuracy_task():
     import pandas as pd
 
-    from rlib import plotting
+    from rlib.basemodels import plots
 
     rows = [{"model": m, "task": t, "metric": metric, "value": v, "stderr": 0.05, "n": 100, "primary": True}
             for m in ("a", "b") for t, metric, v in (("book_code", "acc", 0.6), ("book_ppl", "bits_per_byte", 1.4),
                                                      ("book_nextline", "acc_norm", 0.5))]
-    fig = plotting.plot_task_suite(pd.DataFrame(rows), chance=tasks.CHANCE_ACCURACY)
+    fig = plots.plot_task_suite(pd.DataFrame(rows), chance=tasks.CHANCE_ACCURACY)
     ax = fig.axes[0]
     assert len(ax.patches) == 4  # 2 models x 2 accuracy tasks; bits per byte is left out
     assert [t.get_text() for t in ax.get_xticklabels()] == ["book_code", "book_nextline"]

@@ -8,10 +8,12 @@ import json
 import pytest
 import torch
 
-from rlib import experiments, memory, recursive
+from rlib import experiments, memory
+from rlib.recursive import config as recursive
+from rlib.recursive import tables as recursive_tables
 from rlib.config import ConfigError
 from rlib.model import save
-from rlib.recursive import RecursiveConfig, Variant
+from rlib.recursive.config import RecursiveConfig, Variant
 from tests.test_looping import tiny_model
 
 
@@ -94,7 +96,7 @@ def test_claims_are_judged_from_the_numbers():
     held = dict(zip(claims["claim"].str.split().str[:2].str.join(" "), claims["held"]))
     assert held["More loops"] == "not held" and held["Stepwise reaches"] == "not held"
     assert held["Every pretrained"] == "held" and held["Distillation from"] == "held"
-    init = recursive.init_table(good, cfg).set_index("init")
+    init = recursive_tables.init_table(good, cfg).set_index("init")
     assert init.loc["stepwise", "n_seeds"] == 2 and init.loc["random", "Δppl vs random"] == 0
 
 
@@ -114,7 +116,7 @@ def test_memory_probe_sees_the_model_in_a_fresh_process(tmp_path):
 def test_lr_sweep_picks_the_lowest_mean_validation_loss_and_rejects_bad_rates(tmp_path):
     import pandas as pd
 
-    from rlib import lr_sweep
+    from rlib.recursive import lr_sweep
 
     table = pd.DataFrame({"kind": ["recursive", "scratch"] * 3, "lr": [1e-4, 1e-4, 1e-3, 1e-3, 1e-2, 1e-2],
                           "val_loss": [6.0, 8.0, 6.5, 7.0, 5.9, 9.0]})

@@ -1,7 +1,7 @@
 """Chapter 05's decoding tables over trained models (paper 004, Tables 2-6 and 10; inventory Sec. 5.3).
 
     decode_models     every case of `rlib.layerskip.decoding` on each of several models, the same prompts, one table
-    scratch_decoding  the from-scratch grid's models (`rlib.layerskip.grid`) on held-out windows of their corpus,
+    scratch_decoding  the from-scratch grid's models (`rlib.layerskip.experiments`) on held-out windows of their corpus,
                       with transformers' greedy and `assistant_early_exit` on the exported weights alongside
     parse_decoding    the parsing study's models (`rlib.layerskip.parse_study`) on the first test utterances, stopping
                       at EOS and scoring each output's exact match (Tables 5, 6 and 10's TOPv2 setting)

@@ -76,7 +76,7 @@ def plot_train_loss(curves: pd.DataFrame, title: str, smooth: int = 10) -> Figur
 
 
 def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
-    """`exits` and `tasks` of one study (`rlib.layerskip.adapt_tables.exit_long` / `task_long`); labels: recipe ->
+    """`exits` and `tasks` of one study (`rlib.layerskip.tables.exit_long` / `task_long`); labels: recipe ->
     legend name, in drawing order."""
     style()
     corpora = list(dict.fromkeys(exits["corpus"]))
@@ -111,7 +111,7 @@ def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str,
 
 
 def plot_parse_exits(exits: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
-    """`exits` from `rlib.layerskip.parse_tables.parse_exits`; labels: recipe -> legend name, in drawing order."""
+    """`exits` from `rlib.layerskip.tables.parse_exits`; labels: recipe -> legend name, in drawing order."""
     fig, ax = new_figure(6.4, 3.8)
     colours = _colours(list(labels))
     for recipe, name in labels.items():

@@ -41,7 +41,7 @@ class RecursiveConfig(Preset):
     micro_batch_size: int
     steps: int  # optimizer steps of uptraining, the same for every variant (equal tokens)
     lr: float  # peak learning rate of every run, pretrained or random start (the paper: one recipe for all; cosine).
-    # The cpu value comes from `python -m rlib.lr_sweep` (validation loss, figures/01_*/lr_sweep.csv)
+    # The cpu value comes from `python -m rlib.recursive.lr_sweep` (validation loss, figures/01_*/lr_sweep.csv)
     warmup_steps: int
     eval_every: int  # steps between validation-loss points of the loss curves
     val_windows: int  # validation windows (validation split of the uptraining corpus) per evaluation

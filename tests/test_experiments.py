@@ -1,0 +1,75 @@
+"""The one run grid every chapter uses (`rlib.experiments.run_grid`, `RunSlot`, `cached`): each run computes once per
+key, a changed setting or code reruns it, stale training folders go, and repeated names are refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from rlib import experiments
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+
+
+def _grid(items, work, context, calls, modules=("rlib.experiments",)):
+    def compute(item, slot):
+        calls.append(item.name)
+        assert slot.folder == work / item.name
+        return {"name": item.name, "key": slot.key}
+
+    return experiments.run_grid(items, work, compute, context=context, modules=modules, desc="test")
+
+
+def test_each_run_computes_once_per_key_and_reruns_when_a_setting_changes(tmp_path):
+    items, calls = [Item("a"), Item("b")], []
+    first = _grid(items, tmp_path, ("x",), calls)
+    again = _grid(items, tmp_path, ("x",), calls)
+    assert first == again and calls == ["a", "b"]
+    assert [r["name"] for r in first] == ["a", "b"]  # results come back in items order
+    _grid(items[:1], tmp_path, ("y",), calls)  # a new setting: the run is stale and reruns
+    assert calls == ["a", "b", "a"]
+    _grid(items, tmp_path, lambda item: ("y",) if item.name == "a" else ("x",), calls)  # per-item context
+    assert calls == ["a", "b", "a"]
+
+
+def test_the_code_digest_is_part_of_the_key(tmp_path):
+    calls = []
+    _grid([Item("a")], tmp_path, (), calls, modules=("rlib.experiments",))
+    _grid([Item("a")], tmp_path, (), calls, modules=("rlib.fsutil",))
+    assert calls == ["a", "a"]
+
+
+def test_repeated_run_names_are_refused_before_any_work(tmp_path):
+    calls = []
+    with pytest.raises(ValueError, match=r"repeated: \['a'\]"):
+        _grid([Item("a"), Item("a")], tmp_path, (), calls)
+    assert calls == []
+
+
+def test_a_slot_removes_training_folders_of_other_keys(tmp_path):
+    old = tmp_path / "run" / "train-old"
+    (old / "checkpoint").mkdir(parents=True)
+    slot = experiments.RunSlot(tmp_path / "run", "new")
+    assert slot.train_dir == tmp_path / "run" / "train-new" and not old.exists()
+    (slot.train_dir / "checkpoint").mkdir(parents=True)
+    (slot.train_dir / "metrics.csv").write_text("step,loss\n")
+    slot.drop_checkpoint()
+    assert not (slot.train_dir / "checkpoint").exists() and (slot.train_dir / "metrics.csv").exists()
+
+
+def test_an_interrupted_compute_leaves_no_result(tmp_path):
+    def boom(item, slot):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        experiments.run_grid([Item("a")], tmp_path, boom)
+    assert not (tmp_path / "a" / experiments.RESULT_FILE).exists()
+
+
+def test_load_model_names_the_missing_run_and_the_fix(tmp_path):
+    with pytest.raises(Exception, match="run the grid"):
+        experiments.load_model(tmp_path, "nothing", how="run the grid")
