@@ -32,8 +32,6 @@ class RowAdapters:
     """
 
     def __init__(self, model: nn.Module, n_depths: int, impl: str = "auto"):
-        from rlib.model.layers import Projection, RMSNorm
-
         self.impl = impl
         self.loras: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self.norms: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -44,11 +42,12 @@ class RowAdapters:
             device = next(module.parameters()).device
             table = torch.full((n_depths,), -1, dtype=torch.long, device=device)
             table[torch.tensor(depths, device=device)] = torch.arange(len(depths), device=device)
-            if isinstance(module, Projection):
+            first = module.adapters[str(depths[0])]
+            if hasattr(first, "lora_a"):  # a Projection's depth-wise LoRA
                 lora_a = torch.stack([module.adapters[str(d)].lora_a.detach() for d in depths])  # [n, R, in]
                 lora_b = torch.stack([module.adapters[str(d)].lora_b.detach() for d in depths])  # [n, out, R]
                 self.loras[id(module)] = (lora_a, lora_b, table)
-            elif isinstance(module, RMSNorm):
+            elif hasattr(first, "delta"):  # an RMSNorm's depth-wise delta
                 deltas = [module.adapters[str(d)].delta.detach() for d in depths]
                 zero = torch.zeros_like(deltas[0])
                 table[table < 0] = len(depths)
@@ -93,12 +92,11 @@ class RowGeometry:
     GLOBAL = 1 << 30  # the width of a global layer
 
     def __init__(self, decoder: nn.Module, max_len: int):
-        from rlib.model.layers import BLOCK_WINDOW
-
         param = next(decoder.parameters())
         device, dtype = param.device, param.dtype
         steps = decoder.plan.steps
-        windows = [decoder.blocks[s.block].attn.window if s.window == BLOCK_WINDOW else s.window for s in steps]
+        # a step's window is the block's own (a str marker), none (global) or a width
+        windows = [decoder.blocks[s.block].attn.window if isinstance(s.window, str) else s.window for s in steps]
         thetas = [decoder.blocks[s.block].attn.theta if s.rope_theta is None else s.rope_theta for s in steps]
         distinct = sorted(set(thetas))
         self.has_windows = any(w is not None for w in windows)

@@ -21,13 +21,16 @@ def make_engine(model, max_batch: int, max_len: int, admission: str = "continuou
                 exit_threshold: float | None = None, lora_impl: str | None = None) -> ServingEngine:
     """A ServingEngine over `model`: a MoR model through its own program, any Decoder through LoopedProgram."""
     from rlib.model import Decoder
+    from rlib.mor.model import MoRDecoder
 
     if isinstance(model, Decoder):
         program = LoopedProgram(model, exit_threshold=exit_threshold, lora_impl=lora_impl)
-    elif hasattr(model, "serving_program"):
+    elif isinstance(model, MoRDecoder):
+        from rlib.mor.serving import MoRProgram
+
         if exit_threshold is not None:
             raise ValueError("exit_threshold applies to looped decoders; MoR's routers decide each token's depth")
-        program = model.serving_program()
+        program = MoRProgram(model)
     else:
         raise TypeError(f"no serving program for {type(model).__name__}; pass a Decoder or a MoRDecoder")
     return ServingEngine(program, max_batch, max_len, admission=admission)
