@@ -1,16 +1,17 @@
-"""rlib.relaxed.early_exit: exit coefficients (Sec. 3.7), the ExitModel/ExitLoss plumbing, static exits, and training."""
+"""rlib.relaxed.early_exit: exit coefficients (Sec. 3.7), the ExitModel/ExitLoss plumbing, static exits, and
+training."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
-from rlib.relaxed.early_exit import ExitLoss, ExitModel
 
 from rlib import looping
-from rlib.relaxed import early_exit
 from rlib.config import ConfigError
 from rlib.looping import Looping
+from rlib.relaxed import early_exit
+from rlib.relaxed.early_exit import ExitLoss, ExitModel
 from rlib.train import TrainConfig, train
 from tests.test_looping import ids, tiny_model
 

@@ -83,7 +83,7 @@ def test_no_chapter_imports_another_chapters_private_names(chapter):
                 other = node.module.split(".")[1]
                 if other != chapter and any(a.name.startswith("_") for a in node.names):
                     offenders.append(f"{path.name}: from {node.module} import {[a.name for a in node.names]}")
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-                if isinstance(node.value, ast.Name) and node.value.id in ("ch01", "recursive", "relaxed"):
-                    offenders.append(f"{path.name}: {node.value.id}.{node.attr}")
+            private = isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+            if private and isinstance(node.value, ast.Name) and node.value.id in ("ch01", "recursive", "relaxed"):
+                offenders.append(f"{path.name}: {node.value.id}.{node.attr}")
     assert not offenders, offenders

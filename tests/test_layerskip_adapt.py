@@ -32,8 +32,8 @@ def test_presets_build_and_bad_settings_fail_early():
     cfg = config.AdaptConfig.preset("cpu")
     assert cfg.exits(30) == (3, 6, 9, 12, 15, 18, 21, 24, 27, 30) and cfg.exits(8) == (3, 4, 6, 8)
     assert cfg.task_exits(30) == (6, 12, 15, 18, 24, 30)
-    assert [r.name for r in config.adapt_runs(cfg)] == ["source", "continual-baseline", "continual-ld_ee", "code-baseline",
-                                                 "code-ld_ee"]
+    assert [r.name for r in config.adapt_runs(cfg)] == ["source", "continual-baseline", "continual-ld_ee",
+                                                        "code-baseline", "code-ld_ee"]
     study = dict(name="x", corpus="shakespeare", steps=2, lr=1e-4, recipes=("ld_ee",), p_max=0.1, e_scale=0.2,
                  curriculum="rotational", rotation=0)
     with pytest.raises(ConfigError, match=r"recipes \['dropout'\] must name some of"):

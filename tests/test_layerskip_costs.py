@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from rlib.config import ConfigError
-from rlib.layerskip.tables import cost_table
 from rlib.layerskip.decode_costs import head_in_layers, measure_costs, predict, required_acceptance, speedup_at
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.layerskip.plots import plot_cost_model
+from rlib.layerskip.tables import cost_table
 from tests.test_looping import ids, tiny_model
 
 LAYER, HEAD, PREFILL, VOCAB_HEAD = 1.0, 3.0, 20.0, 0.5  # ms of the synthetic cost table

@@ -1,4 +1,5 @@
-"""Chapter 05's from-scratch grid (rlib.layerskip.config / experiments): recipes wire the right dropout and loss, run lists, bad configs, and one
+"""Chapter 05's from-scratch grid (rlib.layerskip.config / experiments): recipes wire the right dropout and loss, run
+lists, bad configs, and one
 smoke run end to end on the corpus."""
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rlib.relaxed.early_exit import static_exit_losses
 
 from rlib.config import ConfigError
 from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss
 from rlib.model import Decoder, ExecutionPlan
+from rlib.relaxed.early_exit import static_exit_losses
 from rlib.train import TrainConfig, next_token_loss, train
 from tests.test_looping import ids, tiny_model
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from rlib import experiments, memory
-from rlib.recursive import config as recursive
-from rlib.recursive import tables as recursive_tables
 from rlib.config import ConfigError
 from rlib.model import save
+from rlib.recursive import config as recursive
+from rlib.recursive import tables as recursive_tables
 from rlib.recursive.config import RecursiveConfig, Variant
 from tests.test_looping import tiny_model
 
