@@ -1,6 +1,5 @@
 """Chapter 04's grid and claims (rlib.recurrent.config / experiments / tables): run lists, parameter matching, bad
-configs, and
-claims judged from the numbers. The runs themselves execute in the smoke book (tests/test_smoke_book.py)."""
+configs, and claims judged from the numbers. The runs themselves execute in the smoke book (tests/test_smoke_book.py)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,17 @@ def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[
         }
     write_json(index_file, index)
     write_readme(manifest, index, target, profile)
+    write_ledger(manifest, target, profile)
     return copied
+
+
+def write_ledger(manifest, target, profile: str) -> None:
+    """`CLAIMS.md` of a promoted folder: every promoted chapter's claims ledger, with the verdict counts."""
+    from rlib.book import ledger_page
+
+    table = ledger_page.gather({ch.id: target / ch.id for ch in manifest.chapters})
+    with atomic_path(target / "CLAIMS.md") as tmp:
+        tmp.write_text(ledger_page.ledger_markdown(table, f"Claims ledger of the promoted `{profile}` run"))
 
 
 def write_readme(manifest, index: dict, target, profile: str) -> None:

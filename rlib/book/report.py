@@ -187,6 +187,8 @@ def write_report(profile: str, manifest: Manifest | None = None) -> Path:
         body, entries = _chapter_section(ch, root / ch.id, profile)
         sections.append(body)
         toc.append(f'<li><a href="#{ch.id}">{ch.id} · {html.escape(ch.title)}</a><ul>{"".join(entries)}</ul></li>')
+    ledger_page = _write_ledger_page(root, manifest, prof.description, profile)
+    toc.insert(0, f'<li><a href="{ledger_page.name}">the claims ledger: every claim of every chapter</a></li>')
     banner = f"<p class=note>{html.escape(prof.figure_note)}</p>" if prof.figure_note else ""
     if not has_math:
         banner += ("<p class=note>MathJax is not installed (the pinned <code>jupyter-server-mathjax</code> of "
@@ -203,3 +205,18 @@ def write_report(profile: str, manifest: Manifest | None = None) -> Path:
     with atomic_path(index) as tmp:
         tmp.write_text(page)
     return index
+
+
+def _write_ledger_page(root: Path, manifest: Manifest, description: str, profile: str) -> Path:
+    """`runs/<profile>/claims.html`: every chapter's claims ledger on one page (`rlib.book.ledger_page`)."""
+    from rlib.book import ledger_page
+
+    table = ledger_page.gather({ch.id: root / ch.id for ch in manifest.chapters})
+    page = (f"<!doctype html><html><head><meta charset=utf-8><title>claims ledger · {profile}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{html.escape(manifest.title)}: the claims ledger</h1>"
+            f'<p class=meta>profile <b>{profile}</b> ({html.escape(description)}) · <a href="index.html">back to '
+            f"the report</a></p>{ledger_page.ledger_html(table)}</body></html>")
+    path = root / "claims.html"
+    with atomic_path(path) as tmp:
+        tmp.write_text(page)
+    return path

@@ -1,0 +1,52 @@
+"""The book-wide claims ledger (rlib.book.ledger_page): gathered from every chapter's claims.csv, counted per paper
+with ours apart, rendered as HTML and Markdown, with ledger problems shown."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rlib.book import ledger_page
+from rlib.book.claims import ClaimSpec, Ledger
+
+SPECS = (ClaimSpec("rrt.a", "000", "Fig. 6", "relaxation helps", "ppl drops"),
+         ClaimSpec("rrt.a.ours", "000", "Fig. 6", "relaxation helps", "ppl drops by 5 % (threshold ours)", ours=True),
+         ClaimSpec("mor.b", "001", "Table 3", "MoR beats vanilla", "nll lower"))
+
+
+def _write(folder, chapter, verdicts):
+    ledger = Ledger(chapter, "cpu", SPECS)
+    for (claim, held), spec in zip(verdicts, SPECS):
+        ledger.judge(claim, held, "x", diagnosis=("budget", "more steps close the gap") if held is False else None)
+    folder.mkdir(parents=True)
+    ledger.finish().to_csv(folder / "claims.csv", index=False)
+
+
+def test_gather_counts_and_renders(tmp_path):
+    _write(tmp_path / "02", "02_relaxed_recursion", [("rrt.a", True), ("rrt.a.ours", False), ("mor.b", None)])
+    (tmp_path / "03").mkdir()  # a chapter without a ledger is skipped
+    table = ledger_page.gather({"02_relaxed_recursion": tmp_path / "02", "03": tmp_path / "03"})
+    assert list(table["id"]) == ["rrt.a", "rrt.a.ours", "mor.b"] and table["ours"].tolist() == [False, True, False]
+    counts = ledger_page.summary(table).set_index("source")
+    assert counts.loc["000 (paper)", "held"] == 1 and counts.loc["000 (ours)", "not held"] == 1
+    assert counts.loc["001 (paper)", "not measured"] == 1
+    page = ledger_page.ledger_html(table)
+    assert "rrt.a.ours</code> <span class=meta>(ours)" in page and "more steps close the gap" in page
+    assert "ledger problems" not in page
+    md = ledger_page.ledger_markdown(table)
+    assert "## 02_relaxed_recursion" in md and "rrt.a.ours (ours)" in md
+
+
+def test_a_not_held_without_diagnosis_is_flagged(tmp_path):
+    _write(tmp_path / "01", "01", [("rrt.a", True), ("rrt.a.ours", True), ("mor.b", True)])
+    frame = pd.read_csv(tmp_path / "01" / "claims.csv")
+    frame.loc[0, "verdict"] = "not held"
+    frame.to_csv(tmp_path / "01" / "claims.csv", index=False)
+    page = ledger_page.ledger_html(ledger_page.gather({"01": tmp_path / "01"}))
+    assert "ledger problems" in page and "rrt.a: not held without a diagnosis" in page
+
+
+def test_old_style_ledgers_and_no_ledgers_are_handled(tmp_path):
+    (tmp_path / "old").mkdir()
+    pd.DataFrame({"claim": ["x"], "held": ["held"]}).to_csv(tmp_path / "old" / "claims.csv", index=False)
+    table = ledger_page.gather({"old": tmp_path / "old"})
+    assert table.empty and "no chapter has written" in ledger_page.ledger_html(table)
