@@ -15,7 +15,7 @@ SPECS = (ClaimSpec("rrt.a", "000", "Fig. 6", "relaxation helps", "ppl drops"),
 
 def _write(folder, chapter, verdicts):
     ledger = Ledger(chapter, "cpu", SPECS)
-    for (claim, held), spec in zip(verdicts, SPECS):
+    for claim, held in verdicts:
         ledger.judge(claim, held, "x", diagnosis=("budget", "more steps close the gap") if held is False else None)
     folder.mkdir(parents=True)
     ledger.finish().to_csv(folder / "claims.csv", index=False)
