@@ -147,6 +147,14 @@ def test_any_single_table_alone_is_judged_without_error(committed):
         judged({name: df})
 
 
+def test_a_table_in_another_layout_is_not_measured(committed):
+    renamed = {**committed, "routers": committed["routers"].rename(columns={"sampling_acc": "accuracy"})}
+    table = judged(renamed)
+    assert table.loc["mor.tab4.sigmoid_beats_tanh", "verdict"] == "not measured"
+    assert "sampling_acc" in table.loc["mor.tab4.sigmoid_beats_tanh", "measured"]
+    assert table.loc["mor.tab3.ec_beats_tc", "verdict"] == "held"
+
+
 def test_paired_seeds_decide_mor_against_recursive(committed):
     key = {"label": "MoR-3 EC", "seed": 1, "depth_cap": 3}
     assert verdict(committed, "mor.tab3.ec_beats_recursive_isoflop") == "held"

@@ -333,6 +333,9 @@ def judge(tables: Mapping[str, pd.DataFrame], cfg: MoRConfig, profile: str) -> L
         except Missing as why:
             ledger.not_measured(spec.id, str(why))
             continue
+        except (KeyError, IndexError) as err:  # a table written with another layout: say so, judge the rest
+            ledger.not_measured(spec.id, f"needs: {spec.artifact} in the layout this ledger reads ({err!r} missing)")
+            continue
         ledger.judge(spec.id, verdict.held, verdict.measured, verdict.diagnosis)
     return ledger
 
