@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from rlib import looping
+from rlib.book.claims import check_ledger
 from rlib.config import ConfigError
-from rlib.mor import uptrain
-from rlib.mor.uptrain import UptrainConfig, UptrainRun
+from rlib.mor import tables
+from rlib.mor.claims import judge
+from rlib.mor.config import MoRConfig, UptrainConfig, UptrainRun, uptrain_runs
 from tests.test_looping import ids, tiny_model
 
 
@@ -40,7 +42,7 @@ def test_full_run_is_the_source_and_middle_sharing_keeps_both_ends():
 
 def test_cpu_runs_are_ordered_and_unique():
     cfg = UptrainConfig.preset("cpu")
-    names = [r.name for r in uptrain.runs(cfg)]
+    names = [r.name for r in uptrain_runs(cfg)]
     assert names[0] == "full" and len(names) == len(set(names)) == 1 + 3 + 4 * 3
     assert names[1:4] == ["reduced-cycle-stepwise", "reduced-cycle-average", "reduced-sequence-average"]
     cfg.check_model(30)  # SmolLM2-135M: 2 loops fit every sharing
@@ -77,7 +79,7 @@ def _grid(nll: dict[str, float], reduced: float) -> list[dict]:
 
 def test_table_follows_table_9():
     results = _grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, reduced=3.6)
-    table = uptrain.table(results).set_index("run")
+    table = tables.uptrain_table(results).set_index("run")
     assert table.loc["full", "share"] == "–" and table.loc["full", "N_L"] == "30"
     assert table.loc["reduced-cycle-stepwise", "share"] == "–" and table.loc["reduced-cycle-stepwise", "loop"] == 1
     assert table.loc["recursive-middle_cycle-stepwise", "N_L"] == "1+14+1"
@@ -85,21 +87,32 @@ def test_table_follows_table_9():
     assert table.loc["recursive-sequence-stepwise", "loop"] == 2
 
 
+TABLE_9_CLAIMS = ["mor.tab9.middle_best_uptraining", "mor.tab9.seq_step_beats_cyc_step"]
+
+
+def claims(results: list[dict]) -> list[tuple[str, str]]:
+    """The two Table 9 claims of chapter 03's ledger, judged from the up-training table: (verdict, measured)."""
+    ledger = judge({"uptraining": tables.uptrain_table(results)}, MoRConfig.preset("smoke"), "cpu").finish()
+    assert check_ledger(ledger) == []
+    rows = ledger.set_index("id").loc[TABLE_9_CLAIMS]
+    return list(zip(rows["verdict"], rows["measured"]))
+
+
 def test_claims_are_judged_from_the_numbers():
-    held = uptrain.claims(_grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.6))
-    assert [h for _, h, _ in held] == [True, True]
+    held = claims(_grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.6))
+    assert [v for v, _ in held] == ["held", "held"]
     # one Middle run worse than Sequence, and Cycle beats Sequence: both fail
-    failed = uptrain.claims(_grid({"cycle": 3.3, "sequence": 3.4, "middle_cycle": 3.35, "middle_sequence": 3.2}, 3.6))
-    assert [h for _, h, _ in failed] == [False, False]
+    failed = claims(_grid({"cycle": 3.3, "sequence": 3.4, "middle_cycle": 3.35, "middle_sequence": 3.2}, 3.6))
+    assert [v for v, _ in failed] == ["not held", "not held"]
     # every Middle run beats Cycle and Sequence but not the reduced baseline of its init
-    weak = uptrain.claims(_grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.25))
-    assert weak[0][1] is False and "loop 1 3.250 (fails)" in weak[0][2]
+    weak = claims(_grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.25))
+    assert weak[0][0] == "not held" and "loop 1 3.250 (fails)" in weak[0][1]
     # a reduced run of another init does not count against a Middle run
     other = _grid({"cycle": 3.5, "sequence": 3.4, "middle_cycle": 3.3, "middle_sequence": 3.2}, 3.6)
     other.append(_result("reduced", "cycle", "average", 3.1, 15))
-    assert uptrain.claims(other)[0][1] is True
+    assert claims(other)[0][0] == "held"
 
 
 def test_claims_without_their_runs_say_not_measured():
-    partial = uptrain.claims(_grid({"cycle": 3.5, "middle_cycle": 3.3}, 3.6))
-    assert [h for _, h, _ in partial] == [None, None]
+    partial = claims(_grid({"cycle": 3.5, "middle_cycle": 3.3}, 3.6))
+    assert [v for v, _ in partial] == ["not measured", "not measured"]

@@ -25,8 +25,25 @@ from rlib.config import ConfigError
 from rlib.model.cache import KVCache
 from rlib.mor.spec import MoRSpec
 
-__all__ = ["cache_bytes", "kv_memory_ratio", "paper_flops_per_token", "relative_max_batch",
-           "tokens_for_budget"]
+__all__ = ["PAPER_360M", "PAPER_MAX_BATCH", "RELEASED_360M_STEPS", "cache_bytes", "kv_memory_ratio",
+           "paper_flops_per_token", "relative_max_batch", "tokens_for_budget"]
+
+# the paper's 360M base (Table 3: d 960, FFN 2560, 2K context) at its 16.5e18 isoFLOP budget, 1024 x 2048 tokens a step
+PAPER_360M = dict(d_model=960, d_ffn=2560, seq_len=2048, budget=16.5e18, step_tokens=1024 * 2048)
+# optimizer steps of the released 360M configs at that budget: (label, unrolled layers, spec, steps)
+RELEASED_360M_STEPS = (
+    ("Vanilla", 32, None, 9438),
+    ("Recursive-2", 32, MoRSpec.recursive(2), 9438),
+    ("Recursive-3", 32, MoRSpec.recursive(3), 9438),
+    ("Recursive-4", 34, MoRSpec.recursive(4), 8883),
+    ("MoR-2 EC", 32, MoRSpec.expert(2), 12619),
+    ("MoR-3 EC", 32, MoRSpec.expert(3), 14161),
+    ("MoR-4 EC", 34, MoRSpec.expert(4), 14216),
+    ("MoR-3 EC KV share", 32, MoRSpec.expert(3, kv="share"), 14672),
+    ("MoR-3 TC", 32, MoRSpec.token(3), 14161),
+)
+# App. D's relative maximum batch of MoR-EC with recursion-wise caching, per Nr (Fig. 4a's "B = Max")
+PAPER_MAX_BATCH = {2: 42, 3: 48, 4: 51}
 
 
 def paper_flops_per_token(d_model: int, d_ffn: int, seq_len: int, n_layers: int, spec: MoRSpec | None = None) -> float:

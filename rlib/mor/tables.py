@@ -15,13 +15,23 @@ from rlib.mor import analysis
 from rlib.mor.budget_sweep import sweep_variants
 from rlib.mor.config import SHORT, MoRConfig, unrolled_layers, variants
 from rlib.mor.experiments import main_model, run_steps
-from rlib.mor.flops import cache_bytes, kv_memory_ratio
+from rlib.mor.flops import (
+    PAPER_360M,
+    PAPER_MAX_BATCH,
+    RELEASED_360M_STEPS,
+    cache_bytes,
+    kv_memory_ratio,
+    paper_flops_per_token,
+    relative_max_batch,
+    tokens_for_budget,
+)
 from rlib.mor.model import MoRDecoder
 from rlib.mor.spec import MoRSpec
 from rlib.vocab import CompactVocab
 
-__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "kv_bytes", "kv_bytes_table", "kv_table",
-           "depth_text", "main_table", "router_output_tables", "router_table", "sharing_table", "uptrain_table"]
+__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "depth_text", "kv_bytes", "kv_bytes_table",
+           "kv_geometry_tables", "kv_table", "main_table", "paper_budget_table", "router_output_tables", "router_table",
+           "sharing_table", "token_depth_table", "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -214,3 +224,39 @@ def depth_text(cfg: MoRConfig, model, vocab: CompactVocab | None, windows: torch
     source = vocab.decode(x) if vocab is not None else x
     texts = [[tokenizer.decode([i]) if i >= 0 else "⟨unk⟩" for i in row.tolist()] for row in source]
     return texts, depths.tolist()
+
+
+def token_depth_table(texts: list[list[str]], depths: list[list[int]]) -> pd.DataFrame:
+    """Table 14 in numbers: one row per token of `depth_text`'s windows, with the recursions it ran."""
+    return pd.DataFrame([{"window": w, "position": t, "token": token, "depth": int(depth)}
+                         for w, (tokens, row) in enumerate(zip(texts, depths))
+                         for t, (token, depth) in enumerate(zip(tokens, row))])
+
+
+def kv_geometry_tables(geometry: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Figs. 7 and 8 in numbers, from `analysis.kv_geometry`: "kv_norms" (per unrolled depth and its block: mean
+    norm of hidden state, key, value) and "kv_similarity" (per kind and depth pair, with both depths' blocks: mean
+    cosine similarity)."""
+    norms = geometry["norms"]
+    block = norms["block"].to_numpy()
+    rows = [{"kind": kind, "depth_a": a, "depth_b": b, "block_a": int(block[a]), "block_b": int(block[b]),
+             "cosine": float(sim.iat[a, b])}
+            for kind in ("hidden", "key", "value") for sim in [geometry[f"similarity_{kind}"]]
+            for a in range(len(sim)) for b in range(len(sim))]
+    return {"kv_norms": norms.copy(), "kv_similarity": pd.DataFrame(rows)}
+
+
+def paper_budget_table() -> pd.DataFrame:
+    """App. C / D's accounting at the paper's 360M shapes: isoFLOP optimizer steps by `rlib.mor.flops` beside the
+    released configs' steps, and the relative maximum batch beside the paper's 42 / 48 / 51."""
+    shape = {k: PAPER_360M[k] for k in ("d_model", "d_ffn", "seq_len")}
+    rows = []
+    for label, n_layers, spec, released in RELEASED_360M_STEPS:
+        per_token = paper_flops_per_token(n_layers=n_layers, spec=spec, **shape)
+        cached_ec = spec is not None and spec.routing == "expert" and spec.kv == "cache"
+        rows.append({"model": label, "n_layers": n_layers, "mflops_per_token": per_token / 1e6,
+                     "released_steps": released,
+                     "formula_steps": tokens_for_budget(PAPER_360M["budget"], per_token, PAPER_360M["step_tokens"]),
+                     "paper_max_batch": PAPER_MAX_BATCH.get(spec.n_recursions, np.nan) if cached_ec else np.nan,
+                     "formula_max_batch": relative_max_batch(spec) if cached_ec else np.nan})
+    return pd.DataFrame(rows)
