@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlib.book.claims import check_ledger, load_tables
+from rlib.book.claims import SMOKE_EVIDENCE, check_ledger, load_tables
 from rlib.recurrent import claims, tables
 from rlib.recurrent.config import RecurrentConfig
 
@@ -138,6 +138,12 @@ def test_exactness_paper_threshold_is_tighter_than_the_books():
     assert judged.loc["rt.s5.tiling_exact", "verdict"] == "not held"
     assert "5.0e-12" in judged.loc["rt.s5.tiling_exact", "evidence"]
     assert judged.loc["rt.s5.tiling_exact.ours", "verdict"] == "held"  # the book's 1e-10 stays as it was
+
+
+def test_smoke_profile_gets_the_ledgers_note_instead_of_a_diagnosis():
+    smoke = claims.judge({"exactness": _exactness(5e-12)}, CPU, "smoke").finish().set_index("id")
+    assert smoke.loc["rt.s5.tiling_exact", "verdict"] == "not held"
+    assert smoke.loc["rt.s5.tiling_exact", "evidence"] == SMOKE_EVIDENCE
 
 
 def test_theorem_trend_flips_when_the_gradient_grows_below_radius_one(committed):
