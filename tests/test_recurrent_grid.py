@@ -1,5 +1,6 @@
-"""Chapter 04's grid and claims (rlib.recurrent.config / experiments / tables): run lists, parameter matching, bad
-configs, and claims judged from the numbers. The runs themselves execute in the smoke book (tests/test_smoke_book.py)."""
+"""Chapter 04's grid and claims (rlib.recurrent.config / .experiments / .tables / .claims): run lists, parameter
+matching, bad configs, and the book's earlier claims judged from the numbers. The runs themselves execute in the smoke
+book (tests/test_smoke_book.py); the paper's claims are tested in tests/test_recurrent_claims.py."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import pandas as pd
 import pytest
 
 from rlib.config import ConfigError
-from rlib.recurrent import config, experiments, tables
+from rlib.recurrent import claims, experiments, tables
+from rlib.recurrent.config import RecurrentConfig, lm_runs, task_runs
 
 
 def test_shallow_models_keep_parameters_within_six_percent_below():
     for profile in ("cpu", "gpu"):
-        cfg = config.RecurrentConfig.preset(profile)
+        cfg = RecurrentConfig.preset(profile)
         d, _ = cfg.lm_width
         wide, heads = cfg.shallow_width()
         assert wide % heads == 0 and wide // heads == d // cfg.lm_width[1]  # the head dim is kept
@@ -21,14 +23,14 @@ def test_shallow_models_keep_parameters_within_six_percent_below():
 
 
 def test_run_lists_are_unique_and_pair_every_ablation_rate():
-    cfg = config.RecurrentConfig.preset("cpu")
-    runs = config.lm_runs(cfg)
+    cfg = RecurrentConfig.preset("cpu")
+    runs = lm_runs(cfg)
     names = [r.name for r in runs]
     assert len(names) == len(set(names)) == 4 * len(cfg.lm_seeds) + 2 * len(cfg.ablation_lrs) - 1
     ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]]
     assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
-    tasks = config.task_runs(cfg)
+    tasks = task_runs(cfg)
     assert len({t.name for t in tasks}) == len(tasks) == 2 * len(cfg.tasks) * len(cfg.task_seeds) + 2 * len(
         cfg.loss_ablation_tasks)
     ablated = [t for t in tasks if t.ablation]
@@ -37,7 +39,7 @@ def test_run_lists_are_unique_and_pair_every_ablation_rate():
 
 
 def test_bad_configs_fail_before_any_work():
-    cfg = config.RecurrentConfig.preset("smoke")
+    cfg = RecurrentConfig.preset("smoke")
     with pytest.raises(ConfigError, match=r"tasks \['sorting'\] unknown"):
         cfg.override(tasks=(("sorting", 16),))
     with pytest.raises(ConfigError, match="lm_layers=3"):
@@ -51,9 +53,13 @@ def test_bad_configs_fail_before_any_work():
 
 
 def test_counted_traffic_slopes():
-    table = experiments.traffic_table(config.RecurrentConfig.preset("cpu"))
+    table = experiments.traffic_table(RecurrentConfig.preset("cpu"))
     assert table["naive_slope"].iloc[-1] == pytest.approx(2.0, abs=0.02)
     assert 1.0 < table["tiled_slope"].iloc[-1] < 1.2
+
+
+OLD_CLAIMS = ("rt.s5.tiling_exact.ours", "rt.s5.traffic_n_log_n.ours", "rt.fig5.recall_copy_margin.ours",
+              "rt.table1.shallow_rt_no_worse.ours")
 
 
 def _claims(rt_seq: float, t_seq: float, rt_nll: float, t_nll: float, sd: float = 0.01):
@@ -61,14 +67,16 @@ def _claims(rt_seq: float, t_seq: float, rt_nll: float, t_nll: float, sd: float 
                            "grad_rel_sq_err": 1e-13},
                           {"n": 9, "dtype": "float64", "tiles": "reference", "max_abs_dz": 1e-15,
                            "grad_rel_sq_err": 1e-30}])
-    traffic = experiments.traffic_table(config.RecurrentConfig.preset("smoke"))
-    tasks = pd.DataFrame([{"task": "copy", "block": "recurrent", "seq_acc": rt_seq},
-                          {"task": "copy", "block": "transformer", "seq_acc": t_seq}])
+    traffic = experiments.traffic_table(RecurrentConfig.preset("smoke"))
+    tasks = pd.DataFrame([{"task": "copy", "block": "recurrent", "seq_acc": rt_seq, "token_acc": rt_seq, "seeds": 1},
+                          {"task": "copy", "block": "transformer", "seq_acc": t_seq, "token_acc": t_seq, "seeds": 1}])
     lm = pd.DataFrame([{"block": "recurrent", "depth": "shallow", "n_layers": 2, "d_model": 176, "params_m": 1.0,
                         "kv_floats_per_token": 700, "test_nll": rt_nll, "test_nll_sd": sd, "seeds": 2},
                        {"block": "transformer", "depth": "deep", "n_layers": 4, "d_model": 128, "params_m": 1.0,
                         "kv_floats_per_token": 1024, "test_nll": t_nll, "test_nll_sd": sd, "seeds": 2}])
-    return tables.claims_table(exact, traffic, tasks, lm).set_index("claim")["held"].tolist()
+    tables_ = {"exactness": exact, "traffic": traffic, "tasks": tasks, "language_models": lm}
+    ledger = claims.judge(tables_, RecurrentConfig.preset("smoke"), "cpu")
+    return [ledger.claims[claim_id].verdict for claim_id in OLD_CLAIMS]
 
 
 def test_claims_follow_the_numbers():

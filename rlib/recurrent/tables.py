@@ -5,6 +5,8 @@
     lm_table         Transformer vs RT, deep vs shallow-wide: parameters, KV-cache per token, test NLL (Table 1)
     ablation_table   shallow RT with and without the pre-KV norm over learning rates (Fig. 7)
     lm_curves        validation loss against steps for every run
+    task_seed_table  the main task runs per seed (the seed spread behind task_table's means; the claims' s.d.)
+    lm_validation_table  validation NLL per step of the main LM runs, by block, depth and seed (the claims' curves)
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["ablation_table", "lm_curves", "lm_table", "loss_table", "task_table"]
+__all__ = ["ablation_table", "lm_curves", "lm_table", "lm_validation_table", "loss_table", "task_seed_table",
+           "task_table"]
 
 
 def _task_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -78,3 +81,17 @@ def lm_curves(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def task_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """The main runs (the preset's loss), one row per task, block and seed."""
+    df = _task_rows(results)
+    return df.loc[~df["ablation"], ["task", "block", "seed", "token_acc", "seq_acc"]].reset_index(drop=True)
+
+
+def lm_validation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Validation NLL at every evaluated step of the main LM runs (default lr, with the pre-KV norm)."""
+    main = [r for r in results if r["kv_norm"] and "-lr" not in r["name"]]
+    frames = [pd.DataFrame({"block": r["block"], "depth": r["depth"], "n_layers": r["n_layers"],
+                            "d_model": r["d_model"], "seed": r["seed"], "step": r["curve"]["step"],
+                            "val_loss": r["curve"]["val_loss"]}) for r in main]
+    columns = ["block", "depth", "n_layers", "d_model", "seed", "step", "val_loss"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
