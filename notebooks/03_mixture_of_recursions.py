@@ -70,7 +70,8 @@ book.show_source(MoRDecoder._run_subset)
 # released 360M configs to within one step (`tests/test_mor_flops.py`). At this chapter's shapes:
 
 # %%
-run.table(tables.budgets_table(cfg), "budgets");
+run.table(tables.budgets_table(cfg), "budgets")
+run.table(tables.paper_budget_table(), "paper_budgets");
 
 # %% [markdown]
 # ## Training every model (Table 3, Fig. 3)
@@ -150,6 +151,7 @@ run.table(pd.DataFrame([agreement]), "decode_agreement");
 
 # %%
 texts, depths = tables.depth_text(cfg, ec, vocab, windows[:4])
+run.table(tables.token_depth_table(texts, depths), "token_depths", show=False)
 run.figure(plots.plot_token_depths(texts, depths, cfg.n_recursions, "Recursion depth per token (causal routing)"),
            "token_depths");
 
@@ -159,6 +161,8 @@ run.figure(plots.plot_token_depths(texts, depths, cfg.n_recursions, "Recursion d
 # %%
 geometry = analysis.kv_geometry(experiments.main_model(cfg, work, "rec"), windows[:4])
 run.figure(plots.plot_kv_geometry(geometry, "Recursive model: norms and cross-depth similarity"), "kv_geometry")
+for name, frame in tables.kv_geometry_tables(geometry).items():
+    run.table(frame, name, show=False)
 kv_bytes = run.table(tables.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
 
 # %% [markdown]

@@ -136,6 +136,7 @@ run.table(experiments.decode_table(), "decoding");
 # %%
 task_results = experiments.run_task_grid(cfg, work)
 task_table = run.table(tables.task_table(task_results), "tasks")
+run.table(tables.task_seed_table(task_results), "task_seeds", show=False)
 run.figure(plots.plot_tasks(task_table, "One RT layer vs one Transformer layer"), "tasks");
 
 # %% [markdown]
@@ -157,6 +158,7 @@ run.table(tables.loss_table(task_results), "task_loss");
 # %%
 lm_results = experiments.run_lm_grid(cfg, work)
 lm = run.table(tables.lm_table(lm_results), "language_models")
+run.table(tables.lm_validation_table(lm_results), "lm_validation", show=False)
 run.figure(plots.plot_lm_curves(tables.lm_curves(lm_results), "Validation NLL during training"), "lm_curves")
 ablation = run.table(tables.ablation_table(lm_results), "norm_ablation")
 run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
