@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-from rlib.book.claims import check_ledger, load_tables
+from rlib.book.claims import check_ledger
 from rlib.recursive.claims import FULL_GAP, RANDOM_MARGIN, SPECS, judge
 from rlib.recursive.config import RecursiveConfig
-
-FIGURES = Path(__file__).resolve().parents[1] / "figures" / "01_recursive_conversion"
+from tests.claims_checks import check_partial_runs, check_specs, committed_ledger
 
 # the verdicts of the committed cpu run (figures/01_recursive_conversion), claim by claim
 CPU_VERDICTS = {
@@ -40,24 +37,17 @@ def verdicts(tables, cfg) -> pd.Series:
 
 
 def test_committed_cpu_tables_give_the_catalogued_verdicts():
-    table = judge(load_tables(FIGURES), RecursiveConfig.preset("cpu"), "cpu").finish()
-    assert dict(zip(table["id"], table["verdict"])) == CPU_VERDICTS
-    assert check_ledger(table) == []
+    table = committed_ledger(judge, RecursiveConfig.preset("cpu"), "01_recursive_conversion", CPU_VERDICTS)
     failed = table[table["verdict"] == "not held"]
-    assert (failed["diagnosis"] != "").all() and failed["evidence"].str.len().gt(40).all()
+    assert failed["evidence"].str.len().gt(40).all()
     # the diagnosis carries this run's numbers, not a sentence written in advance
-    shift = table.set_index("id").loc["rrt.tab2.uptraining_shift_degrades"]
+    shift = table.loc["rrt.tab2.uptraining_shift_degrades"]
     assert "+0.147" in shift["evidence"] and shift["diagnosis"] == "setup"
 
 
 def test_specs_are_unique_and_placed_and_nothing_is_judged_without_tables():
-    ids = [s.id for s in SPECS]
-    assert len(ids) == len(set(ids)) == len(CPU_VERDICTS)
-    assert all(s.where.strip() and s.paper == "000" and s.artifact for s in SPECS)
-    assert all(s.ours == (".ours" in s.id or s.id.startswith("rrt.ours.")) for s in SPECS)
-    empty = judge({}, RecursiveConfig.preset("cpu"), "cpu").finish()
-    assert (empty["verdict"] == "not measured").all() and check_ledger(empty) == []
-    assert empty["measured"].str.contains("wrote no").all()
+    check_specs(SPECS, judge, RecursiveConfig.preset("cpu"), CPU_VERDICTS)
+    check_partial_runs(judge, [RecursiveConfig.preset(p) for p in ("cpu", "smoke", "gpu")], "01_recursive_conversion")
 
 
 CFG = RecursiveConfig.preset("smoke").override(
@@ -122,6 +112,14 @@ def test_flips_carry_a_diagnosis_with_the_numbers():
     row = table.set_index("id").loc["rrt.fig5.pretrained_inits_beat_random"]
     assert row["diagnosis"] == "setup" and "5.950" in row["evidence"] and "6.000" in row["evidence"]
     assert table.set_index("id").loc["rrt.tabF1.stepwise_best_at_b3", "measured"].startswith("needs: recursive B=3")
+    # with the training curves written, the evidence reads them too
+    runs = runs_table(average=5.95).assign(name=lambda df: df["kind"] + df["init"] + df["seed"].astype(str))
+    curves = pd.DataFrame({"variant": ["recursiveaverage0"] * 3 + ["recursivestepwise0"] * 3, "step": [0, 5, 9] * 2,
+                           "loss": [14.5, 18.5, 7.0, 13.0, 9.0, 6.0], "val_loss": [None, 9.0, 7.0, None, 6.4, 6.1]})
+    curved = judge({"runs": runs, "loss_curves": curves}, CFG, "cpu").finish().set_index("id")
+    assert "from 14.5 to 18.5 nats at step 5" in curved.loc["rrt.fig5.pretrained_inits_beat_random", "evidence"]
+    assert "still falls by 0.300 nats over the last 4 steps" in curved.loc["rrt.fig4.recursive_near_full_size",
+                                                                          "evidence"]
 
 
 @pytest.mark.parametrize("own, held", [(0.9, "held"), (1.1, "not held")])

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rlib.config import ConfigError
-from rlib.relaxed import RelaxedConfig, RelaxedVariant, main_variants, variants
+from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants, variants
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])

@@ -2,8 +2,9 @@
 
 A chapter declares one rule per measurable claim: a function of the chapter's tables (and its config) that returns an
 `Outcome`, registered with the tables it reads. `Rules.judge` runs every rule into a `Ledger`; a table that the run
-did not write, or rows a rule needs that are not in it (`Missing`), make the claim "not measured" with the reason,
-never an error. Claims the book cannot measure yet are declared with the measurement that would decide them.
+did not write, or rows or columns a rule needs that are not in it (`Missing`, or any lookup error), make the claim
+"not measured" with the reason, never an error. Claims the book cannot measure yet are declared with the measurement
+that would decide them.
 
     rules = Rules()
 
@@ -101,6 +102,8 @@ class Rules:
             return rule.judge(tables, *args)
         except Missing as missing:
             return Outcome(None, str(missing))
+        except LookupError as error:  # a column or row of another profile's grid: not measured here, never a crash
+            return Outcome(None, f"the tables lack {error}")
 
 
 def rows(df: pd.DataFrame, **equal) -> pd.DataFrame:

@@ -252,10 +252,33 @@ def _beat_random(tables, cfg: RecursiveConfig) -> Outcome:
     short = [i for i, g in gaps.items() if g <= RANDOM_MARGIN]
     evidence = "; ".join(
         f"{i} ends {rand - gaps[i]:.3f} nats vs random {rand:.3f} after starting at step-0 NLL "
-        f"{_before(home, cfg, i):.2f} (random {_before(home, cfg, 'random'):.2f})"
+        f"{_before(home, cfg, i):.2f} (random {_before(home, cfg, 'random'):.2f}){_peak_note(tables, home, cfg, i)}"
         for i in short) + f", at a {_rate(tables, cfg)}; needs: {', '.join(short) or 'the inits'} and random " \
         "uptrained at 2e-4 and 5e-4 and at 4x the steps"
     return Outcome(not short, measured, ("setup", evidence))
+
+
+def _curve(tables: Mapping[str, pd.DataFrame], home: pd.DataFrame, cfg: RecursiveConfig, init: str) -> pd.DataFrame:
+    """The training curve (loss_curves: step, loss, val_loss per variant) of the first seed's recursive `init` run;
+    empty when the run wrote no curves."""
+    curves = tables.get("loss_curves")
+    if curves is None or curves.empty or "name" not in home.columns:
+        return pd.DataFrame()
+    names = rows(home, kind="recursive", n_loops=cfg.init_loops, init=init, seed=cfg.seeds[0])["name"]
+    if names.empty:
+        return pd.DataFrame()
+    return curves[curves["variant"] == names.iloc[0]].sort_values("step")
+
+
+def _peak_note(tables, home: pd.DataFrame, cfg: RecursiveConfig, init: str) -> str:
+    """', its training loss climbing from X to a peak of Y at step s' when the curve shows a climb."""
+    curve = _curve(tables, home, cfg, init)
+    if curve.empty:
+        return ""
+    peak = curve.loc[curve["loss"].idxmax()]
+    first = float(curve["loss"].iloc[0])
+    return f", its training loss climbing from {first:.1f} to {peak['loss']:.1f} nats at step {int(peak['step'])}" \
+        if peak["loss"] > first else ""
 
 
 def _before(home: pd.DataFrame, cfg: RecursiveConfig, init: str) -> float:
@@ -461,9 +484,13 @@ def _near_full(tables, cfg: RecursiveConfig) -> Outcome:
     gap = rec - full
     measured = f"recursive B={cfg.init_loops} {rec:.3f} vs uptrained full {full:.3f}: gap {gap:.3f} nats (source " \
                f"{source:.3f}; paper's largest gap {FULL_GAP:.3f})"
+    curve = _curve(tables, home, cfg, "stepwise")
+    val = curve.dropna(subset=["val_loss"]) if len(curve) else curve
+    falling = (f"; its validation loss still falls by {val['val_loss'].iloc[-2] - val['val_loss'].iloc[-1]:.3f} nats "
+               f"over the last {int(val['step'].iloc[-1] - val['step'].iloc[-2])} steps") if len(val) >= 2 else ""
     evidence = (f"{int(rows(home, kind='full')['tokens'].iloc[0]):,} tokens take the recursive model from step-0 NLL "
-                f"{start:.2f} to {rec:.2f}, still {gap:.2f} nats above the full model; needs: the recursive model at "
-                "4x-16x the steps")
+                f"{start:.2f} to {rec:.2f}, still {gap:.2f} nats above the full model{falling}; needs: the recursive "
+                "model at 4x-16x the steps")
     return Outcome(gap <= FULL_GAP, measured, ("budget", evidence))
 
 
