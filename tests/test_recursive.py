@@ -11,15 +11,15 @@ import torch
 from rlib import experiments, memory
 from rlib.config import ConfigError
 from rlib.model import save
-from rlib.recursive import config as recursive
-from rlib.recursive import tables as recursive_tables
-from rlib.recursive.config import RecursiveConfig, Variant
+from rlib.recursive.claims import judge
+from rlib.recursive.config import RecursiveConfig, Variant, variants
+from rlib.recursive.tables import flat, init_table
 from tests.test_looping import tiny_model
 
 
 def test_cpu_run_list_is_ordered_and_unique():
     cfg = RecursiveConfig.preset("cpu")
-    runs = recursive.variants(cfg)
+    runs = variants(cfg)
     names = [v.name for v in runs]
     assert len(names) == len(set(names))
     assert runs[0] == Variant("full", seed=0)  # the teacher comes first
@@ -51,7 +51,7 @@ def test_bad_configs_fail_before_any_work():
         cpu.override(eval_corpora=("shakespeare",))
     with pytest.raises(ConfigError, match=r"loops \[4\] do not divide the 30 layers.*valid: \[1, 2, 3, 5"):
         cpu.override(loops=(2, 4)).check_model(30)
-    # one peak rate for every start, as in the paper (the cpu value is chosen by rlib.lr_sweep)
+    # one peak rate for every start, as in the paper (the cpu value is chosen by rlib.recursive.lr_sweep)
     assert {cpu.train_config(v).lr for v in (Variant("scratch", 2), Variant("recursive", 2, "random"),
                                             Variant("full"))} == {cpu.lr}
     assert cpu.train_config(Variant("recursive", 2, "stepwise", kd=True)).kd_alpha == cpu.kd_alpha
@@ -86,17 +86,21 @@ def test_claims_are_judged_from_the_numbers():
             _result(Variant("truncated", 2), 3.0), _result(Variant("scratch", 2), 4.1),
             _result(Variant("recursive", 2, "stepwise", kd=True), 2.45),
             _result(Variant("recursive", 2, "stepwise", kd=True, seed=1), 2.46)]
-    claims = recursive.claims_table(good, cfg).set_index("claim")["held"]
-    assert (claims == "held").all(), claims
+    # the book's earlier five claims, now ledger entries (the truncated/scratch claim split in two)
+    old = ["rrt.fig5.pretrained_inits_beat_random", "rrt.fig5.stepwise_best_init",
+           "rrt.fig5c.recursive_beats_reduced_size", "rrt.ours.recursive_beats_truncated",
+           "rrt.tabF1.more_blocks_lower_quality.ours", "rrt.tabI1.kd_helps_recursive"]
+    claims = judge({"runs": flat(good)}, cfg, "cpu").finish().set_index("id")["verdict"]
+    assert (claims[old] == "held").all(), claims[old]
     bad = [r if r["name"] != "recursive-B3-stepwise-s0" else _result(Variant("recursive", 3, "stepwise"), 2.4)
            for r in good]
     bad = [r if r["name"] != "recursive-B2-average-s0" else _result(Variant("recursive", 2, "average"), 2.3)
            for r in bad]
-    claims = recursive.claims_table(bad, cfg)
-    held = dict(zip(claims["claim"].str.split().str[:2].str.join(" "), claims["held"]))
-    assert held["More loops"] == "not held" and held["Stepwise reaches"] == "not held"
-    assert held["Every pretrained"] == "held" and held["Distillation from"] == "held"
-    init = recursive_tables.init_table(good, cfg).set_index("init")
+    held = judge({"runs": flat(bad)}, cfg, "cpu").finish().set_index("id")["verdict"]
+    assert held["rrt.tabF1.more_blocks_lower_quality.ours"] == "not held"
+    assert held["rrt.fig5.stepwise_best_init"] == "not held"
+    assert held["rrt.fig5.pretrained_inits_beat_random"] == "held" and held["rrt.tabI1.kd_helps_recursive"] == "held"
+    init = init_table(good, cfg).set_index("init")
     assert init.loc["stepwise", "n_seeds"] == 2 and init.loc["random", "Δppl vs random"] == 0
 
 

@@ -1,0 +1,144 @@
+"""Chapter 01's claims ledger (rlib.recursive.claims): the committed cpu tables give the catalogued verdicts, every
+"not held" carries its diagnosis, and moving one number across a threshold flips the verdict."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rlib.book.claims import check_ledger
+from rlib.recursive.claims import FULL_GAP, RANDOM_MARGIN, SPECS, judge
+from rlib.recursive.config import RecursiveConfig
+from tests.claims_checks import check_partial_runs, check_specs, committed_ledger
+
+# the verdicts of the committed cpu run (figures/01_recursive_conversion), claim by claim
+CPU_VERDICTS = {
+    "rrt.tab1.params_shrink_by_b": "held",
+    "rrt.fig5.pretrained_inits_beat_random": "not held",
+    "rrt.fig5.stepwise_best_init": "held",
+    "rrt.figF1a.fixed_ends_beat_fixed_start": "held",
+    "rrt.figF1b.norm_zero_collapses": "held",
+    "rrt.fig5c.recursive_beats_reduced_size": "held",
+    "rrt.ours.recursive_beats_truncated": "held",
+    "rrt.tabF1.more_blocks_lower_quality": "held",
+    "rrt.tabF1.more_blocks_lower_quality.ours": "held",
+    "rrt.tabF1.stepwise_best_at_b3": "not measured",
+    "rrt.tabI1.kd_helps_recursive": "held",
+    "rrt.tabI1.kd_loss_choice": "not testable at this scale",
+    "rrt.tab2.uptraining_shift_degrades": "not held",
+    "rrt.fig4.recursive_near_full_size": "not held",
+    "rrt.s3_4.recursive_beats_pretrained_same_size": "not testable at this scale",
+    "rrt.s3_4.undertrained_source_recovered": "not testable at this scale",
+}
+
+
+def verdicts(tables, cfg) -> pd.Series:
+    return judge(tables, cfg, "cpu").finish().set_index("id")["verdict"]
+
+
+def test_committed_cpu_tables_give_the_catalogued_verdicts():
+    table = committed_ledger(judge, RecursiveConfig.preset("cpu"), "01_recursive_conversion", CPU_VERDICTS)
+    failed = table[table["verdict"] == "not held"]
+    assert failed["evidence"].str.len().gt(40).all()
+    # the diagnosis carries this run's numbers, not a sentence written in advance
+    shift = table.loc["rrt.tab2.uptraining_shift_degrades"]
+    assert "+0.147" in shift["evidence"] and shift["diagnosis"] == "setup"
+
+
+def test_specs_are_unique_and_placed_and_nothing_is_judged_without_tables():
+    check_specs(SPECS, judge, RecursiveConfig.preset("cpu"), CPU_VERDICTS)
+    check_partial_runs(judge, [RecursiveConfig.preset(p) for p in ("cpu", "smoke", "gpu")], "01_recursive_conversion")
+
+
+CFG = RecursiveConfig.preset("smoke").override(
+    train_corpus="c", eval_corpora=("c", "d"), seeds=(0, 1), norm_inits=("choice", "zero"), loops=(2, 3),
+    inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"))
+
+# NLL after uptraining per run: (kind, B, init, norm_init, kd, seed)
+RUNS = {("full", 1, "stepwise", "average", False, 0): 4.0,
+        ("recursive", 2, "stepwise", "average", False, 0): 5.0, ("recursive", 2, "stepwise", "average", False, 1): 5.1,
+        ("recursive", 2, "average", "average", False, 0): 5.5, ("recursive", 2, "lower", "average", False, 0): 5.3,
+        ("recursive", 2, "random", "average", False, 0): 6.0,
+        ("recursive", 2, "stepwise_fixed_start", "average", False, 0): 5.3,
+        ("recursive", 2, "average", "choice", False, 0): 5.55, ("recursive", 2, "average", "zero", False, 0): 7.0,
+        ("recursive", 3, "stepwise", "average", False, 0): 5.4,
+        ("truncated", 2, "stepwise", "average", False, 0): 5.6, ("scratch", 2, "stepwise", "average", False, 0): 6.2,
+        ("truncated", 3, "stepwise", "average", False, 0): 5.8, ("scratch", 3, "stepwise", "average", False, 0): 6.2,
+        ("recursive", 2, "stepwise", "average", True, 0): 4.9, ("recursive", 2, "stepwise", "average", True, 1): 4.95}
+
+
+def runs_table(**changes: float) -> pd.DataFrame:
+    """A small runs table; `changes` sets the NLL of a run by a short name (e.g. average=5.9)."""
+    names = {"average": ("recursive", 2, "average", "average", False, 0),
+             "full": ("full", 1, "stepwise", "average", False, 0),
+             "b3": ("recursive", 3, "stepwise", "average", False, 0),
+             "kd1": ("recursive", 2, "stepwise", "average", True, 1),
+             "zero": ("recursive", 2, "average", "zero", False, 0)}
+    nll = {**RUNS, **{names[k]: v for k, v in changes.items()}}
+    rows = [{"kind": k, "n_loops": b, "init": i, "norm_init": n, "corpus": "c", "kd": kd, "seed": s,
+             "tokens": 1000, "before nll[c]": v + 5, "after nll[c]": v} for (k, b, i, n, kd, s), v in nll.items()]
+    return pd.DataFrame(rows)
+
+
+def test_synthetic_runs_hold_and_one_number_flips_each_verdict():
+    held = verdicts({"runs": runs_table()}, CFG)
+    for claim in ("rrt.fig5.pretrained_inits_beat_random", "rrt.fig5.stepwise_best_init",
+                  "rrt.figF1a.fixed_ends_beat_fixed_start", "rrt.figF1b.norm_zero_collapses",
+                  "rrt.fig5c.recursive_beats_reduced_size", "rrt.ours.recursive_beats_truncated",
+                  "rrt.tabF1.more_blocks_lower_quality", "rrt.tabF1.more_blocks_lower_quality.ours",
+                  "rrt.tabI1.kd_helps_recursive"):
+        assert held[claim] == "held", claim
+    rand = RUNS[("recursive", 2, "random", "average", False, 0)]
+    # the paper's smallest pretrained-vs-random margin decides, on either side of it
+    assert verdicts({"runs": runs_table(average=rand - RANDOM_MARGIN + 0.005)}, CFG)[
+        "rrt.fig5.pretrained_inits_beat_random"] == "not held"
+    assert verdicts({"runs": runs_table(average=rand - RANDOM_MARGIN - 0.005)}, CFG)[
+        "rrt.fig5.pretrained_inits_beat_random"] == "held"
+    assert verdicts({"runs": runs_table(average=4.95)}, CFG)["rrt.fig5.stepwise_best_init"] == "not held"
+    flipped = verdicts({"runs": runs_table(b3=4.99)}, CFG)
+    assert flipped["rrt.tabF1.more_blocks_lower_quality"] == "not held"
+    assert flipped["rrt.tabF1.more_blocks_lower_quality.ours"] == "not held"
+    assert verdicts({"runs": runs_table(kd1=5.06)}, CFG)["rrt.tabI1.kd_helps_recursive"] == "not held"
+    assert verdicts({"runs": runs_table(zero=5.6)}, CFG)["rrt.figF1b.norm_zero_collapses"] == "not held"
+    # recursive B=2 (seed 0: 5.0) within the paper's largest gap to the full model, or beyond it
+    assert verdicts({"runs": runs_table(full=5.0 - FULL_GAP + 0.01)}, CFG)[
+        "rrt.fig4.recursive_near_full_size"] == "held"
+    assert verdicts({"runs": runs_table()}, CFG)["rrt.fig4.recursive_near_full_size"] == "not held"
+
+
+def test_flips_carry_a_diagnosis_with_the_numbers():
+    table = judge({"runs": runs_table(average=5.95)}, CFG, "cpu").finish()
+    assert check_ledger(table) == []
+    row = table.set_index("id").loc["rrt.fig5.pretrained_inits_beat_random"]
+    assert row["diagnosis"] == "setup" and "5.950" in row["evidence"] and "6.000" in row["evidence"]
+    assert table.set_index("id").loc["rrt.tabF1.stepwise_best_at_b3", "measured"].startswith("needs: recursive B=3")
+    # with the training curves written, the evidence reads them too
+    runs = runs_table(average=5.95).assign(name=lambda df: df["kind"] + df["init"] + df["seed"].astype(str))
+    curves = pd.DataFrame({"variant": ["recursiveaverage0"] * 3 + ["recursivestepwise0"] * 3, "step": [0, 5, 9] * 2,
+                           "loss": [14.5, 18.5, 7.0, 13.0, 9.0, 6.0], "val_loss": [None, 9.0, 7.0, None, 6.4, 6.1]})
+    curved = judge({"runs": runs, "loss_curves": curves}, CFG, "cpu").finish().set_index("id")
+    assert "from 14.5 to 18.5 nats at step 5" in curved.loc["rrt.fig5.pretrained_inits_beat_random", "evidence"]
+    assert "still falls by 0.300 nats over the last 4 steps" in curved.loc["rrt.fig4.recursive_near_full_size",
+                                                                          "evidence"]
+
+
+@pytest.mark.parametrize("own, held", [(0.9, "held"), (1.1, "not held")])
+def test_data_shift_needs_the_own_corpus_to_improve(own, held):
+    shift = pd.DataFrame([
+        {"model": "full-size, not uptrained", "uptraining corpus": "-", "after ppl[c]": 10.0, "after ppl[d]": 10.0,
+         "after task_avg": 50.0},
+        {"model": "full-size", "uptraining corpus": "c", "after ppl[c]": 10.0 * own, "after ppl[d]": 12.0,
+         "after task_avg": 45.0}])
+    table = judge({"data_shift": shift}, CFG, "cpu").finish().set_index("id")
+    assert table.loc["rrt.tab2.uptraining_shift_degrades", "verdict"] == held
+    assert check_ledger(table.reset_index()) == []
+
+
+def test_parameter_counts_must_shrink_by_b():
+    size = pd.DataFrame({"kind": ["full", "recursive", "recursive"], "n_loops": [1, 2, 3],
+                         "non_embedding_params": [600, 300, 200]})
+    memory = pd.DataFrame({"model": ["full-size (B=1)", "recursive B=2", "recursive B=3"],
+                           "param_mib / first": [1.0, 0.6, 0.5], "peak_over_baseline_mib / first": [1.0, 0.7, 0.6]})
+    good = verdicts({"size_quality": size, "memory": memory}, CFG)["rrt.tab1.params_shrink_by_b"]
+    bad = verdicts({"size_quality": size.assign(non_embedding_params=[600, 310, 200]), "memory": memory}, CFG)
+    assert good == "held" and bad["rrt.tab1.params_shrink_by_b"] == "not held"

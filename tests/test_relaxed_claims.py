@@ -1,0 +1,228 @@
+"""Chapter 02's claims ledger (rlib.relaxed.claims): the committed cpu tables give the catalogued verdicts, every
+"not held" carries its diagnosis, and moving one number across a threshold flips the verdict."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rlib.book.claims import check_ledger
+from rlib.relaxed.claims import SPECS, judge
+from rlib.relaxed.config import RelaxedConfig
+from tests.claims_checks import check_partial_runs, check_specs, committed_ledger
+
+# the verdicts of the committed cpu run (figures/02_relaxed_recursion), claim by claim
+CPU_VERDICTS = {
+    "rrt.eq5.full_rank_equals_source": "not held",
+    "rrt.appG.svd_error_falls_with_rank": "not measured",
+    "rrt.ours.step0_ppl_monotone": "not held",
+    "rrt.fig6b.avg_lower_gain_from_relaxation": "held",
+    "rrt.s3_5.stepwise_may_degrade": "held",
+    "rrt.fig6c.svd_beats_zero_avg_lower": "held",
+    "rrt.figG2.stepwise_zero_ge_svd": "not measured",
+    "rrt.fig7a.avg_lower_improve_with_rank": "held",
+    "rrt.figG3.stepwise_u_shape": "not measured",
+    "rrt.s3_5.relaxed_avg_beats_recursive_step": "not held",
+    "rrt.fig6.average_best_with_lora": "not held",
+    "rrt.figG1.training_loss_relaxed_vs_recursive": "not measured",
+    "rrt.tabG1.per_module_rank": "not measured",
+    "rrt.tabH1.prefix_relaxation_weak": "held",
+    "rrt.tabI1.kd_helps_relaxed": "held",
+    "rrt.tabI1.longer_uptraining_helps": "held",
+    "rrt.fig7b.kd_and_longer_combined": "not measured",
+    "rrt.fig4.relaxed_interpolates_to_full": "not measured",
+    "rrt.tab3.agg_keeps_final_loop": "not held",
+    "rrt.tab3.agg_keeps_final_loop.ours": "not held",
+    "rrt.tab3.loop1_lifted_small_gap": "held",
+    "rrt.tabJ1.weighted_overemphasizes_loop1": "held",
+    "rrt.tabJ1.self_kd_lifts_loop1": "held",
+    "rrt.tabJ1.coefficient_sweep_and_freeze": "not measured",
+    "rrt.tabJ1.post_beats_co_training": "not held",
+    "rrt.tabJ2.relaxed_loop1_worse": "held",
+    "rrt.tabJ3.second_architecture": "not measured",
+    "rrt.fig8.recursive_cdb_beats_vanilla_and_csb": "held",
+    "rrt.s3_8.speedup_2_3x": "not held",
+    "rrt.tabK2.relaxed_cdb_beats_vanilla": "not held",
+    "rrt.tabK1_K2.lora_cost_and_rank_tradeoff": "not measured",
+    "rrt.tabK3_K4.memory_cap_short_context": "not measured",
+    "rrt.fig3.cdb_without_exit_scheduling": "not measured",
+    "rrt.s3_8.recursive_gemma_4x_vanilla_pythia": "not testable at this scale",
+    "rrt.ours.engine_cdb_exit_measured": "not held",
+    "rrt.ours.oracle_exit_distribution": "not held",
+    "rrt.ours.paper_closed_form_check": "held",
+    "rrt.ours.simulation_matches_engine": "not held",
+    "rrt.fig6.relaxation_improves_with_rank.ours": "not held",
+}
+
+
+def test_committed_cpu_tables_give_the_catalogued_verdicts():
+    by_id = committed_ledger(judge, RelaxedConfig.preset("cpu"), "02_relaxed_recursion", CPU_VERDICTS)
+    # diagnoses carry this run's numbers: the pass-cost ratio and the exit-test cost are computed from the tables
+    assert "0.532 of a vanilla pass" in by_id.loc["rrt.s3_8.speedup_2_3x", "evidence"]
+    assert "+14.3%" in by_id.loc["rrt.ours.engine_cdb_exit_measured", "evidence"]
+    assert by_id.loc["rrt.eq5.full_rank_equals_source", "diagnosis"] == "disagrees with the paper"
+
+
+def test_specs_are_unique_and_placed_and_nothing_is_judged_without_tables():
+    check_specs(SPECS, judge, RelaxedConfig.preset("cpu"), CPU_VERDICTS)
+    check_partial_runs(judge, [RelaxedConfig.preset(p) for p in ("cpu", "smoke", "gpu")], "02_relaxed_recursion")
+
+
+CFG = RelaxedConfig.preset("smoke").override(
+    train_corpus="c", eval_corpora=("c",), inits=("stepwise", "average", "lower"), ranks=(8, 16),
+    rank_inits=("stepwise", "average"), zero_inits=("average", "lower"), prefix_lengths=(4,), long_factor=2,
+    exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"), kd_alpha=1.0, co_training=True)
+
+# after NLL per uptraining run: (init, rank, lora_init, prefix, kd, steps_factor)
+RUNS = {("stepwise", 0, "svd", 0, False, 1): 5.0, ("stepwise", 8, "svd", 0, False, 1): 5.2,
+        ("stepwise", 16, "svd", 0, False, 1): 5.3,
+        ("average", 0, "svd", 0, False, 1): 6.0, ("average", 8, "svd", 0, False, 1): 5.8,
+        ("average", 16, "svd", 0, False, 1): 5.6, ("average", 16, "zero", 0, False, 1): 5.9,
+        ("average", 0, "svd", 4, False, 1): 6.02,
+        ("lower", 0, "svd", 0, False, 1): 5.5, ("lower", 16, "svd", 0, False, 1): 5.4,
+        ("lower", 16, "zero", 0, False, 1): 5.45,
+        ("average", 16, "svd", 0, True, 1): 5.5, ("average", 16, "svd", 0, False, 2): 5.2}
+
+
+def runs_table(**changes: float) -> pd.DataFrame:
+    """A small runs table; `changes` sets one run's NLL by a short name, e.g. stepwise_r8=4.9."""
+    names = {"stepwise_r8": ("stepwise", 8, "svd", 0, False, 1), "stepwise_r16": ("stepwise", 16, "svd", 0, False, 1),
+             "average_r8": ("average", 8, "svd", 0, False, 1), "average_r16": ("average", 16, "svd", 0, False, 1),
+             "average_zero": ("average", 16, "zero", 0, False, 1), "lower_r16": ("lower", 16, "svd", 0, False, 1),
+             "prefix": ("average", 0, "svd", 4, False, 1), "kd": ("average", 16, "svd", 0, True, 1)}
+    nll = {**RUNS, **{names[k]: v for k, v in changes.items()}}
+    return pd.DataFrame([{"init": i, "rank": r, "lora_init": li, "exit": "none", "phase": "uptrain", "kd": kd,
+                          "steps_factor": sf, "seed": 0, "prefix": p, "before nll[c]": v + 5, "after nll[c]": v}
+                         for (i, r, li, p, kd, sf), v in nll.items()])
+
+
+def verdict(tables, claim: str) -> str:
+    return judge(tables, CFG, "cpu").finish().set_index("id").loc[claim, "verdict"]
+
+
+@pytest.mark.parametrize("claim, before, change, after", [
+    ("rrt.fig6b.avg_lower_gain_from_relaxation", "held", {"lower_r16": 5.55}, "not held"),
+    ("rrt.s3_5.stepwise_may_degrade", "held", {"stepwise_r8": 4.9, "stepwise_r16": 4.8}, "not held"),
+    ("rrt.fig6c.svd_beats_zero_avg_lower", "held", {"average_zero": 5.5}, "not held"),
+    ("rrt.fig7a.avg_lower_improve_with_rank", "held", {"average_r8": 6.1}, "not held"),
+    ("rrt.figG3.stepwise_u_shape", "not held", {"stepwise_r16": 5.1}, "held"),
+    ("rrt.s3_5.relaxed_avg_beats_recursive_step", "not held", {"average_r16": 4.9}, "held"),
+    ("rrt.fig6.average_best_with_lora", "not held", {"average_r16": 4.9}, "held"),
+    ("rrt.tabH1.prefix_relaxation_weak", "held", {"prefix": 6.05}, "not held"),
+    ("rrt.tabI1.kd_helps_relaxed", "held", {"kd": 5.7}, "not held"),
+    ("rrt.fig6.relaxation_improves_with_rank.ours", "not held", {"stepwise_r8": 4.9, "stepwise_r16": 4.8}, "held"),
+])
+def test_one_relaxation_number_flips_the_verdict(claim, before, change, after):
+    tables = {"step0": step0_table()}
+    assert verdict({**tables, "runs": runs_table()}, claim) == before
+    assert verdict({**tables, "runs": runs_table(**change)}, claim) == after
+
+
+# (model, phase, exit) -> (NLL loop 1, NLL loop 2)
+EXITS = {("recursive", "uptrain", "none"): (7.0, 6.0), ("recursive", "post", "none"): (6.8, 6.02),
+         ("recursive", "post", "weighted"): (6.1, 6.05), ("recursive", "post", "aggressive"): (6.2, 6.01),
+         ("recursive", "post", "aggressive_kd"): (6.1, 6.015), ("recursive", "co", "aggressive_kd"): (6.3, 6.1),
+         ("relaxed r=16", "post", "none"): (9.0, 6.3), ("relaxed r=16", "post", "weighted"): (7.0, 6.5),
+         ("relaxed r=16", "post", "aggressive"): (7.2, 6.33), ("relaxed r=16", "post", "aggressive_kd"): (7.0, 6.34)}
+
+
+def exits_table(**changes: tuple[float, float]) -> pd.DataFrame:
+    """A small early_exit table; `changes` sets one row by '<model>_<phase>_<exit>' (model 'relaxed' = r=16)."""
+    nll = dict(EXITS)
+    for key, loops in changes.items():
+        model, phase, exit = key.split("_", 2)
+        nll[("relaxed r=16" if model == "relaxed" else model, phase, exit)] = loops
+    return pd.DataFrame([{"model": m, "phase": p, "exit": e, "nll loop 1": a, "nll loop 2": b}
+                         for (m, p, e), (a, b) in nll.items()])
+
+
+@pytest.mark.parametrize("claim, change", [
+    ("rrt.tab3.agg_keeps_final_loop", {"recursive_post_aggressive": (6.2, 6.1)}),
+    ("rrt.tab3.agg_keeps_final_loop.ours", {"relaxed_post_aggressive": (7.2, 6.4)}),
+    ("rrt.tab3.loop1_lifted_small_gap", {"recursive_post_aggressive_kd": (6.2, 6.015)}),
+    ("rrt.tabJ1.weighted_overemphasizes_loop1", {"recursive_post_weighted": (6.3, 6.05)}),
+    ("rrt.tabJ1.self_kd_lifts_loop1", {"recursive_post_aggressive_kd": (6.25, 6.015)}),
+    ("rrt.tabJ1.post_beats_co_training", {"recursive_co_aggressive_kd": (6.3, 5.9)}),
+    ("rrt.tabJ2.relaxed_loop1_worse", {"relaxed_post_aggressive_kd": (6.05, 6.0)}),
+])
+def test_one_exit_number_flips_the_verdict(claim, change):
+    assert verdict({"early_exit": exits_table()}, claim) == "held"
+    flipped = judge({"early_exit": exits_table(**change)}, CFG, "cpu").finish()
+    assert flipped.set_index("id").loc[claim, "verdict"] == "not held"
+    assert check_ledger(flipped) == []
+
+
+def step0_table(**changes: float) -> pd.DataFrame:
+    """Source 100; each init falls 1000 -> 500 -> 100.05 over ranks 0, 8, 64 (full) and lands on 100.01 with norm
+    deltas; `changes` sets one tied-norm value by '<init>_<rank>'."""
+    rows = [{"init": "source", "rank": float("nan"), "norms": None, "ppl": 100.0}]
+    for init in CFG.inits:
+        for rank, ppl in ((0, 1000.0), (8, 500.0), (64, 100.05)):
+            rows.append({"init": init, "rank": float(rank), "norms": False, "ppl": changes.get(f"{init}_{rank}", ppl)})
+        rows.append({"init": init, "rank": 64.0, "norms": True, "ppl": 100.01})
+    return pd.DataFrame(rows)
+
+
+def test_step0_claims_follow_the_numbers():
+    assert verdict({"step0": step0_table()}, "rrt.eq5.full_rank_equals_source") == "held"
+    assert verdict({"step0": step0_table()}, "rrt.ours.step0_ppl_monotone") == "held"
+    tied = judge({"step0": step0_table(stepwise_64=200.0)}, CFG, "cpu").finish().set_index("id")
+    assert tied.loc["rrt.eq5.full_rank_equals_source", "verdict"] == "not held"
+    assert tied.loc["rrt.eq5.full_rank_equals_source", "diagnosis"] == "disagrees with the paper"
+    assert verdict({"step0": step0_table(average_8=2000.0)}, "rrt.ours.step0_ppl_monotone") == "not held"
+
+
+def throughput_tables(**changes: float) -> dict[str, pd.DataFrame]:
+    """Simulated, measured and paper-check tables in which every throughput claim holds; `changes` sets one
+    simulated oracle or no-exit tokens/s ('recursive_oracle', 'relaxed16_oracle', 'relaxed8_none', ...), the
+    relaxed oracle exit loop ('relaxed_loop'), the engine's tokens/s with exit ('engine_exit') or of the relaxed
+    model ('engine_relaxed'), or the paper check's closed-form error ('closed_form')."""
+    sim = {("vanilla (source)", "static", "none"): 100.0, ("vanilla (source)", "csb", "none"): 110.0,
+           ("recursive", "cdb", "none"): 115.0, ("recursive", "cdb", "oracle"): 200.0,
+           ("relaxed r=8", "cdb", "none"): 95.0, ("relaxed r=8", "cdb", "oracle"): 160.0,
+           ("relaxed r=16", "cdb", "none"): 90.0, ("relaxed r=16", "cdb", "oracle"): 150.0}
+    short = {"recursive_oracle": ("recursive", "cdb", "oracle"), "relaxed16_oracle": ("relaxed r=16", "cdb", "oracle"),
+             "relaxed8_none": ("relaxed r=8", "cdb", "none")}
+    sim.update({short[k]: v for k, v in changes.items() if k in short})
+    loops = {"recursive": 1.2, "relaxed r=16": changes.get("relaxed_loop", 1.35), "relaxed r=8": 1.33}
+    simulated = pd.DataFrame([{"model": m, "scheduler": s, "exits": e, "tokens_per_s": v, "mean_busy": 8.0,
+                               "mean_exit_loop": loops[m] if e == "oracle" else float("nan")}
+                              for (m, s, e), v in sim.items()])
+    measured = pd.DataFrame([
+        {"model": "vanilla (source)", "scheduler": "static", "exit_threshold": None, "decode_tokens_per_s": 95.0,
+         "mean_exit_loop": 1.0},
+        {"model": "vanilla (source)", "scheduler": "csb", "exit_threshold": None, "decode_tokens_per_s": 105.0,
+         "mean_exit_loop": 1.0},
+        {"model": "recursive", "scheduler": "cdb", "exit_threshold": None, "decode_tokens_per_s": 110.0,
+         "mean_exit_loop": 2.0},
+        {"model": "recursive", "scheduler": "cdb", "exit_threshold": 0.9,
+         "decode_tokens_per_s": changes.get("engine_exit", 120.0), "mean_exit_loop": 1.5},
+        {"model": "relaxed r=16", "scheduler": "cdb", "exit_threshold": None,
+         "decode_tokens_per_s": changes.get("engine_relaxed", 86.0),
+         "mean_exit_loop": 2.0}])
+    check = pd.DataFrame([
+        {"family": "A", "blocks": 0, "rank": 0, "batching": "csb", "dataset": d, "relative_error": e,
+         "implied_mean_exit_loop": float("nan")} for d, e in (("SlimPajama", changes.get("closed_form", 0.001)),
+                                                              ("RedPajama", 0.01))] + [
+        {"family": "A", "blocks": 2, "rank": r, "batching": "cdb", "dataset": d, "relative_error": float("nan"),
+         "implied_mean_exit_loop": v} for r, d, v in ((0, "SlimPajama", 1.19), (0, "RedPajama", 1.24),
+                                                      (64, "SlimPajama", 1.31), (64, "RedPajama", 1.38))])
+    return {"throughput_simulated": simulated, "throughput_measured": measured, "paper_throughput_check": check}
+
+
+@pytest.mark.parametrize("claim, change", [
+    ("rrt.fig8.recursive_cdb_beats_vanilla_and_csb", {"recursive_oracle": 105.0}),
+    ("rrt.s3_8.speedup_2_3x", {"recursive_oracle": 170.0}),
+    ("rrt.tabK2.relaxed_cdb_beats_vanilla", {"relaxed16_oracle": 95.0}),
+    ("rrt.tabK1_K2.lora_cost_and_rank_tradeoff", {"relaxed8_none": 85.0}),
+    ("rrt.ours.oracle_exit_distribution", {"relaxed_loop": 1.6}),
+    ("rrt.ours.paper_closed_form_check", {"closed_form": 0.05}),
+    ("rrt.ours.engine_cdb_exit_measured", {"engine_exit": 108.0}),
+    ("rrt.ours.simulation_matches_engine", {"engine_relaxed": 70.0}),
+])
+def test_one_throughput_number_flips_the_verdict(claim, change):
+    assert verdict(throughput_tables(), claim) == "held"
+    flipped = judge(throughput_tables(**change), CFG, "cpu").finish()
+    assert flipped.set_index("id").loc[claim, "verdict"] == "not held"
+    assert check_ledger(flipped) == []
+
