@@ -117,7 +117,7 @@ run.table(tables.flat(results), "runs", show=False);
 init = run.table(tables.init_table(results, cfg), "init_ablation")
 
 # %%
-curves = tables.loss_curves(work, results)
+curves = run.table(tables.loss_curves(work, results), "loss_curves", show=False)
 names = tables.curve_labels(runs, cfg, group="inits")
 run.figure(plots.plot_loss_curves(curves, names, f"Uptraining loss per initialization (B={cfg.init_loops})"),
            "loss_curves_init");
