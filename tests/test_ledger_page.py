@@ -50,3 +50,16 @@ def test_old_style_ledgers_and_no_ledgers_are_handled(tmp_path):
     pd.DataFrame({"claim": ["x"], "held": ["held"]}).to_csv(tmp_path / "old" / "claims.csv", index=False)
     table = ledger_page.gather({"old": tmp_path / "old"})
     assert table.empty and "no chapter has written" in ledger_page.ledger_html(table)
+
+
+def test_rejudging_the_promoted_tables_covers_every_chapter_without_problems():
+    from pathlib import Path
+
+    from rlib.book.claims import check_ledger
+    from rlib.book.rejudge import JUDGES, rejudge
+
+    figures = Path(__file__).resolve().parents[1] / "figures"
+    table = rejudge(figures, "cpu")
+    assert list(dict.fromkeys(table["chapter"])) == [c for c in JUDGES if (figures / c).is_dir()]
+    assert not check_ledger(table)
+    assert set(rejudge(figures, "cpu", only=["00"])["chapter"]) == {"00_models_and_data"}

@@ -1,4 +1,4 @@
-"""Command line of the book runner: `python -m rlib.book {run,plan,params,report,promote,check,list,speed}`."""
+"""Command line of the book runner: `python -m rlib.book {run,plan,params,report,promote,ledger,check,list,speed}`."""
 
 from __future__ import annotations
 
@@ -41,6 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     pro.add_argument("--profile", default="cpu", choices=list(PROFILES))
     pro.add_argument("--only", nargs="+", metavar="CHAPTER")
 
+    led = sub.add_parser("ledger", help="judge every chapter's claims again from tables already written (no re-run)")
+    led.add_argument("--profile", default="cpu", choices=list(PROFILES), help="whose presets judge the tables")
+    led.add_argument("--from", dest="source", metavar="FOLDER",
+                     help="folder of chapter folders (default: figures/ for cpu, runs/<profile>/ otherwise)")
+    led.add_argument("--only", nargs="+", metavar="CHAPTER")
+    led.add_argument("--write", metavar="FILE.md", help="also write the book-wide ledger as Markdown here")
+
     sub.add_parser("check", help="static checks: manifest, parameters cells, no tracked .ipynb")
     sub.add_parser("list", help="chapters and their declared artifacts")
     sub.add_parser("speed", help="measure this machine's speed factor (what scales the cell timeouts)")
@@ -64,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
             print(format_estimate(args.profile, estimate(args.profile, args.only, args.param)))
             return 0
+        if args.cmd == "ledger":
+            return ledger(args)
         if args.cmd == "speed":
             from rlib import threads
             from rlib.book.speed import REFERENCE_S, speed_factor
@@ -99,6 +108,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: completed chapters and earlier outputs are kept; run again to resume", file=sys.stderr)
         return 130
+    return 0
+
+
+def ledger(args) -> int:
+    """`ledger`: re-judge the claims from written tables; print the verdict counts (and write Markdown)."""
+    from rlib.book import ledger_page
+    from rlib.book.layout import profile_dir
+    from rlib.book.promote import promoted_dir
+    from rlib.book.rejudge import rejudge
+    from rlib.fsutil import atomic_path
+
+    source = args.source or (promoted_dir(args.profile) if args.profile == "cpu" else profile_dir(args.profile))
+    table = rejudge(source, args.profile, args.only)
+    if table.empty:
+        raise ConfigError(f"no chapter tables under {source}; run the book or pass --from FOLDER")
+    print(ledger_page.summary(table).to_string(index=False))
+    if args.write:
+        with atomic_path(args.write) as tmp:
+            tmp.write_text(ledger_page.ledger_markdown(
+                table, f"Claims ledger: the tables in `{source}` judged again by the current code"))
+        print(f"wrote {args.write}")
     return 0
 
 

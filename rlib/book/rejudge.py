@@ -1,0 +1,77 @@
+"""Judge every chapter's claims again from tables already written (`python -m rlib.book ledger`).
+
+A ledger is a pure function of a chapter's tables and its config, so a finished run, or the promoted cpu results in
+`figures/`, can be judged again by the current claims code without re-running anything: how a change to a claim's
+test (or a new claim) reads on the numbers we have. Each chapter is judged with its profile's presets (the
+parameters a promoted run used are in `figures/MANIFEST.json`; the book's runs use the presets). The result says
+which code judged it, and a re-judged ledger is never written over a run's own `claims.csv`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from rlib.book.claims import Ledger, load_tables
+
+
+def _basemodels(tables: dict, profile: str) -> Ledger:
+    from rlib.basemodels import claims, config
+
+    return claims.judge(tables, config.ModelsDataConfig.preset(profile), profile)
+
+
+def _recursive(tables: dict, profile: str) -> Ledger:
+    from rlib.recursive import claims, config
+
+    return claims.judge(tables, config.RecursiveConfig.preset(profile), profile)
+
+
+def _relaxed(tables: dict, profile: str) -> Ledger:
+    from rlib.relaxed import claims, config
+
+    return claims.judge(tables, config.RelaxedConfig.preset(profile), profile)
+
+
+def _mor(tables: dict, profile: str) -> Ledger:
+    from rlib.mor import claims, config
+
+    return claims.judge(tables, config.MoRConfig.preset(profile), profile)
+
+
+def _recurrent(tables: dict, profile: str) -> Ledger:
+    from rlib.recurrent import claims, config
+
+    return claims.judge(tables, config.RecurrentConfig.preset(profile), profile)
+
+
+def _layerskip(tables: dict, profile: str) -> Ledger:
+    from rlib.layerskip import claims, config
+
+    return claims.judge(tables, config.LayerSkipConfig.preset(profile), config.AdaptConfig.preset(profile),
+                        config.ParseConfig.preset(profile), profile)
+
+
+JUDGES: dict[str, Callable[[dict, str], Ledger]] = {
+    "00_models_and_data": _basemodels,
+    "01_recursive_conversion": _recursive,
+    "02_relaxed_recursion": _relaxed,
+    "03_mixture_of_recursions": _mor,
+    "04_recurrent_transformer": _recurrent,
+    "05_layerskip": _layerskip,
+}
+
+
+def rejudge(root: str | Path, profile: str, only: list[str] | None = None) -> pd.DataFrame:
+    """Every chapter's ledger judged from the tables in `root/<chapter>/` (a run folder or `figures/`), in chapter
+    order; chapters without tables are skipped."""
+    frames = []
+    for chapter, judge in JUDGES.items():
+        folder = Path(root) / chapter
+        if (only and not any(chapter.startswith(o) for o in only)) or not folder.is_dir():
+            continue
+        tables = {k: v for k, v in load_tables(folder).items() if k != "claims"}
+        frames.append(judge(tables, profile).finish())
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
