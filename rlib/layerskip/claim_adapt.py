@@ -101,7 +101,7 @@ def middle_ratio(ctx: Context, study: str, base: str, own_corpus: bool = False) 
     ratios = {c: _ppl(ctx, study, base, c, middle) / _ppl(ctx, study, LS, c, middle) for c in corpora}
     measured = "; ".join(f"{c}: {NAMES[base]} {_ppl(ctx, study, base, c, middle):.3g} -> LD+EE "
                          f"{_ppl(ctx, study, LS, c, middle):.3g} ({r:.3g}x)" for c, r in ratios.items())
-    return Verdict(min(ratios.values()) >= TABLE1_MIDDLE_RATIO, f"middle exit {middle} ppl: {measured}", (
+    return Verdict(min(ratios.values()) >= TABLE1_MIDDLE_RATIO, f"middle exit {middle} ppl: {measured}", lambda: (
         "budget", f"the middle exit improves {min(ratios.values()):.3g}x at least, below Table 1's "
                   f"{TABLE1_MIDDLE_RATIO:.1f}x, after {_tokens(ctx, study):,} tokens (the paper: 52B)"))
 
@@ -115,7 +115,7 @@ def middle_3x(ctx: Context, study: str) -> Verdict:
     vs_source, vs_plain = ppl[SOURCE] / ppl[LS], ppl[PLAIN] / ppl[LS]
     measured = (f"middle-exit perplexity on {corpus}: pretrained {ppl[SOURCE]:.3g}, plain {ppl[PLAIN]:.3g}, LayerSkip "
                 f"{ppl[LS]:.3g} ({vs_source:.3g}x and {vs_plain:.3g}x lower)")
-    return Verdict(bool(vs_source >= 3 and vs_plain >= 3), measured, (
+    return Verdict(bool(vs_source >= 3 and vs_plain >= 3), measured, lambda: (
         "budget", f"{min(vs_source, vs_plain):.3g}x after {_tokens(ctx, study):,} tokens"))
 
 
@@ -129,7 +129,7 @@ def every_early_exit(ctx: Context, study: str) -> Verdict:
     examples = "; ".join(f"exit {shallow} {c}: {_ppl(ctx, study, LS, c, shallow):.3g} vs "
                          f"{_ppl(ctx, study, SOURCE, c, shallow):.3g}" for c in _corpora(ctx, study))
     measured = f"LD+EE below pretrained at {len(pairs) - len(worse)} of {len(pairs)} (exit, corpus) pairs; {examples}"
-    return Verdict(bool(pairs) and not worse, measured, (
+    return Verdict(bool(pairs) and not worse, measured, lambda: (
         "budget", f"LD+EE is not below the pretrained model at {worse} after {_tokens(ctx, study):,} tokens"))
 
 
@@ -152,7 +152,7 @@ def last_ppl(ctx: Context, study: str) -> Verdict:
     measured = "; ".join(f"{c}: {p[SOURCE]:.2f} / {p[PLAIN]:.2f} / {p[LS]:.2f} ({rise[c]:+.1%} vs pretrained, "
                          f"{p[LS] / p[PLAIN] - 1:+.1%} vs plain)" for c, p in rows.items())
     return Verdict(max(rise.values()) <= TABLE1_LAST_PPL, f"last exit ppl pretrained / plain / LD+EE: {measured}",
-                   _last_cost(ctx, study))
+                   lambda: _last_cost(ctx, study))
 
 
 def last_ppl_5pct(ctx: Context, study: str) -> Verdict:
@@ -163,19 +163,22 @@ def last_ppl_5pct(ctx: Context, study: str) -> Verdict:
     cost = ppl[LS] / ppl[PLAIN] - 1
     measured = (f"last-exit perplexity on {corpus}: plain {ppl[PLAIN]:.2f}, LayerSkip {ppl[LS]:.2f} ({cost:+.1%}); the "
                 f"pretrained model {ppl[SOURCE]:.2f}")
-    return Verdict(bool(cost <= 0.05), measured, _last_cost(ctx, study))
+    return Verdict(bool(cost <= 0.05), measured, lambda: _last_cost(ctx, study))
 
 
 # -------------------------------------------------------------------------------------------------------- tasks
-def _middle_unusable(ctx: Context, study: str, items: list[int], half: list[float]) -> tuple[str, str]:
+def _middle_unusable(ctx: Context, study: str, diffs: list[tuple[float, float, float, int]]) -> tuple[str, str]:
+    """Diagnosis of the middle-exit task claims: the exit itself is far from usable, and the intervals are wide."""
     middle, last = _depth(ctx)
     corpus = _corpus(ctx, study)
     row = _exit(ctx, study, LS, corpus, middle)
     ratio = row["ppl"] / _ppl(ctx, study, LS, corpus, last)
+    half = [100 * (hi - lo) / 2 for _, lo, hi, _ in diffs if hi > lo]  # a 0-vs-0 task has no spread to read
+    width = f"+-{min(half):.1f} to +-{max(half):.1f} points" if half else "undefined (every accuracy 0 or 1)"
     return "budget", (f"the LD+EE middle exit is far from usable after {_tokens(ctx, study):,} tokens (perplexity "
                       f"{row['ppl']:.3g} on {corpus}, {ratio:.0f}x its last exit; agreement with the last exit "
-                      f"{row['agree_last']:.2f}), and with {min(items)} items a 95 % interval of a difference is "
-                      f"+-{min(half):.2f} to +-{max(half):.2f}")
+                      f"{row['agree_last']:.2f}), and with {min(d[3] for d in diffs)} items a 95 % interval of a "
+                      f"difference is {width}")
 
 
 def middle_tasks(ctx: Context, study: str) -> Verdict:
@@ -185,8 +188,7 @@ def middle_tasks(ctx: Context, study: str) -> Verdict:
     measured = "; ".join(f"{t}: {_pcts(ctx, study, t, middle)} (LD+EE - pretrained {fmt_ci(*d[:3], 100, 1)} pts, "
                          f"n = {d[3]})" for t, d in diffs.items())
     return Verdict(all(d[1] > 0 for d in diffs.values()), f"middle exit pretrained / plain / LD+EE: {measured}",
-                   _middle_unusable(ctx, study, [d[3] for d in diffs.values()],
-                                    [(d[2] - d[1]) / 2 for d in diffs.values()]))
+                   lambda: _middle_unusable(ctx, study, list(diffs.values())))
 
 
 def middle_tasks_plain(ctx: Context, study: str) -> Verdict:
@@ -196,8 +198,7 @@ def middle_tasks_plain(ctx: Context, study: str) -> Verdict:
     measured = "; ".join(f"{t}: plain {100 * _task(ctx, study, PLAIN, t, middle)[0]:.0f} %, LayerSkip "
                          f"{100 * _task(ctx, study, LS, t, middle)[0]:.0f} %" for t in diffs)
     return Verdict(all(d[0] > 0 for d in diffs.values()), measured,
-                   _middle_unusable(ctx, study, [d[3] for d in diffs.values()],
-                                    [(d[2] - d[1]) / 2 for d in diffs.values()]))
+                   lambda: _middle_unusable(ctx, study, list(diffs.values())))
 
 
 def last_tasks(ctx: Context, study: str) -> Verdict:
@@ -205,16 +206,15 @@ def last_tasks(ctx: Context, study: str) -> Verdict:
     _, last = _depth(ctx)
     diffs = {t: _diff(ctx, study, t, last, SOURCE) for t in _tasks(ctx, study)}
     measured = "; ".join(f"{t}: {_pcts(ctx, study, t, last)} ({fmt_ci(*d[:3], 100, 1)} pts)" for t, d in diffs.items())
-    corpus = _corpus(ctx, study)
-    rise = _ppl(ctx, study, LS, corpus, last) / _ppl(ctx, study, SOURCE, corpus, last) - 1
-    drops = [-100 * d[0] for d in diffs.values()]
+    rise = [_ppl(ctx, study, LS, c, last) / _ppl(ctx, study, SOURCE, c, last) - 1 for c in _corpora(ctx, study)]
+    change = [100 * d[0] for d in diffs.values()]
     covers = sum(d[1] <= 0 <= d[2] for d in diffs.values())
-    return Verdict(min(d[0] for d in diffs.values()) >= -TABLE1_LAST_TASK,
-                   f"last exit pretrained / plain / LD+EE, n = {min(d[3] for d in diffs.values())}: {measured}", (
-                       "budget", f"the point estimates move {min(drops):+.1f} to {max(drops):+.1f} points down "
-                                 f"(Table 1: at most 2.9) with the last-exit perplexity {rise:+.1%} vs pretrained on "
-                                 f"{corpus}; {covers} of {len(diffs)} intervals still include 0; needs: the budget "
-                                 "sweep and more items"))
+    measured = f"last exit pretrained / plain / LD+EE, n = {min(d[3] for d in diffs.values())}: {measured}"
+    return Verdict(min(d[0] for d in diffs.values()) >= -TABLE1_LAST_TASK, measured, lambda: (
+                       "budget", f"the point estimates move {min(change):+.1f} to {max(change):+.1f} points (Table "
+                                 f"1: at most 2.9 down) with the last-exit perplexity {min(rise):+.1%} to "
+                                 f"{max(rise):+.1%} vs pretrained across the corpora; {covers} of {len(diffs)} "
+                                 "intervals still include 0; needs: the budget sweep and more items"))
 
 
 def classification_vs_generation(ctx: Context) -> Verdict:
@@ -234,7 +234,7 @@ def classification_vs_generation(ctx: Context) -> Verdict:
         raise Unmeasured("needs a multiple-choice and a generation task in pretrained_tasks")
     corpus = _corpus(ctx, study)
     measured = f"pretrained last -> middle exit (%): {'; '.join(parts)} (n = {n})"
-    return Verdict(all(kept) and all(collapsed), measured, (
+    return Verdict(all(kept) and all(collapsed), measured, lambda: (
         "scale", f"the pretrained model's middle exit has perplexity {_ppl(ctx, study, SOURCE, corpus, middle):.3g} on "
                  f"{corpus} (its last {_ppl(ctx, study, SOURCE, corpus, last):.3g}): multiple-choice kept above chance "
                  f"at {sum(kept)} of {len(kept)} tasks, generation collapsed at {sum(collapsed)} of {len(collapsed)}"))
@@ -257,7 +257,7 @@ def code_middle_tasks(ctx: Context, study: str = "code") -> Verdict:
     held = all(d[0] > 0 for d in rows.values()) and all(d[1] > 0 for d in mid.values())
     corpus = _corpus(ctx, study)
     t = coding[0]
-    return Verdict(held, measured, (
+    return Verdict(held, measured, lambda: (
         "budget", f"the LD+EE middle exit scores {100 * _task(ctx, study, LS, t, middle)[0]:.1f} % on {t} (chance "
                   f"{CHANCE_ACCURACY.get(t, float('nan')):.0f} %) after {_tokens(ctx, study):,} tokens (its {corpus} "
                   f"perplexity {_ppl(ctx, study, LS, corpus, middle):.3g} vs {_ppl(ctx, study, LS, corpus, last):.3g} "
@@ -276,7 +276,7 @@ def code_last(ctx: Context, study: str = "code") -> Verdict:
                 f"({fmt_ci(diff, lo, hi, 100, 1)} pts, n = {n}); {corpus} ppl plain "
                 f"{_ppl(ctx, study, PLAIN, corpus, last):.2f} / LD+EE {_ppl(ctx, study, LS, corpus, last):.2f} "
                 f"({rise:+.1%})")
-    return Verdict(diff >= -TABLE1_LAST_TASK, measured, (
+    return Verdict(diff >= -TABLE1_LAST_TASK, measured, lambda: (
         "budget", f"the last exit lost {rise:+.1%} perplexity on {corpus}, its own fine-tuning corpus, after "
                   f"{_tokens(ctx, study):,} tokens, and {t} moves {100 * diff:+.1f} points (interval "
                   f"{fmt_ci(diff, lo, hi, 100, 1)}); needs: the budget sweep (ls.new.last_exit_cost_vs_budget) and "
@@ -294,7 +294,7 @@ def ld_ee_vs_variants(ctx: Context, study: str = "code") -> Verdict:
     diffs = {(t, r): _diff(ctx, study, t, middle, r) for t in CODING_TASKS for r in ("ld", "ee")}
     measured = "; ".join(f"{t} LD+EE - {r.upper()} {fmt_ci(*d[:3], 100, 1)} pts" for (t, r), d in diffs.items())
     best = max(min(diffs[t, r][1] for r in ("ld", "ee")) for t in CODING_TASKS)
-    return Verdict(best > 0, f"middle exit {middle}: {measured}", (
+    return Verdict(best > 0, f"middle exit {middle}: {measured}", lambda: (
         "budget", f"no coding task separates LD+EE from both LD and EE: {measured}"))
 
 

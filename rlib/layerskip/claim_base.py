@@ -3,7 +3,8 @@ statistics they apply (`rlib.layerskip.claims` judges every claim with them).
 
     Context      the chapter's tables by name and its three configs; `table(name)` raises `Unmeasured` (why) for a
                  table this run did not write
-    Verdict      one claim's held / not held / verdict string, what was measured, and the diagnosis of a "not held"
+    Verdict      one claim's held / not held / verdict string, what was measured, and how to diagnose a "not held"
+                 (a function, called only then)
     Unmeasured   a claim's numbers are not in the tables (a missing table, recipe or row), with the reason
     diff_ci      a difference of two proportions with its 95 % interval (unpaired normal approximation)
     gate         issue 25's decoding gate: greedy output with distinct-2 >= 0.5 (threshold ours) counts
@@ -22,8 +23,8 @@ import pandas as pd
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decoding import vocab_rows
 
-__all__ = ["GATE", "Z95", "Check", "Context", "Unmeasured", "Verdict", "ar_row", "diff_ci", "drafted", "fmt_ci",
-           "gate_fails", "one", "spec_rows"]
+__all__ = ["GATE", "Z95", "Check", "Context", "Diagnosis", "Unmeasured", "Verdict", "ar_row", "diff_ci", "drafted",
+           "fmt_ci", "gate_fails", "one", "spec_rows"]
 
 GATE = 0.5  # distinct-2 of the greedy output at or above which a decoding claim counts (issue 25; threshold ours)
 Z95 = 1.959964  # two-sided 95 % normal quantile
@@ -40,11 +41,18 @@ class Unmeasured(Exception):
     """The numbers a claim reads are not in this run's tables; the message says which and why."""
 
 
+Diagnosis = tuple[str, str]  # (category, evidence sentence) of a "not held"
+
+
 @dataclass(frozen=True)
 class Verdict:
     held: bool | str  # True / False, or a verdict string ("not testable at this scale")
     measured: str
-    diagnosis: tuple[str, str] | None = None  # (category, evidence) of a "not held"
+    diagnosis: Callable[[], Diagnosis] | None = None  # computed only for a "not held" (it may read more tables)
+
+    @property
+    def not_held(self) -> bool:
+        return not isinstance(self.held, str) and not self.held
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def early_exit_time(ctx: Context) -> Verdict:
     if ctx.has("decoding_costs"):
         head = (f"the model's head costs {head_in_layers(ctx.table('decoding_costs')):.2f} layers on one token "
                 "(decoding_costs), a fixed cost per token that weighs most at small E; ")
-    return Verdict(min(shares) >= EARLY_EXIT_SHARE, "; ".join(parts), (
+    return Verdict(min(shares) >= EARLY_EXIT_SHARE, "; ".join(parts), lambda: (
         "scale", f"{head}the speedup reaches {min(shares):.2f}-{max(shares):.2f} of L / E (Table 5: at least 0.90)"))
 
 
@@ -67,7 +67,7 @@ def cost_model(ctx: Context) -> Verdict:
     if ctx.has("decoding_costs"):
         measured += f"; the head costs {head_in_layers(ctx.table('decoding_costs')):.2f} layers on one token"
     worst = rows.loc[(ratio - 1).abs().idxmax()]
-    return Verdict(inside == len(rows), measured, (
+    return Verdict(inside == len(rows), measured, lambda: (
         "setup", f"{len(rows) - inside} of {len(rows)} settings fall outside {COST_TOLERANCE:.0%}, worst "
                  f"{worst['label']} at {worst['measured_over_cost']:.2f}: a cost the model leaves out (module "
                  "docstring of rlib.layerskip.decode_costs)"))
@@ -95,7 +95,7 @@ def whole_head_cost(ctx: Context) -> Verdict:
     measured = (f"E={exit_layer}, d={n_draft}: measured acceptance {measured_acceptance:.2f} ({best['speedup']:.2f}x); "
                 f"the cost model needs {fmt(need[False])} drafting with the whole head, {fmt(need[True])} with the "
                 f"task vocabulary's; at acceptance 1 it gives {ceiling:.2f}x with the whole head")
-    return Verdict(bool(need[True] <= measured_acceptance < need[False]), measured, (
+    return Verdict(bool(need[True] <= measured_acceptance < need[False]), measured, lambda: (
         "scale", f"at E={exit_layer}, d={n_draft} the acceptance {measured_acceptance:.2f} is "
                  f"{'at or above' if measured_acceptance >= need[False] else 'below'} the whole head's "
                  f"{fmt(need[False])} and {'at or above' if measured_acceptance >= need[True] else 'below'} the task "
@@ -118,7 +118,7 @@ def fast_decoding(ctx: Context) -> Verdict:
     measured = (f"autoregressive {off_ms:.2f} ms/token off vs {on_ms:.2f} on ({on_ms / off_ms - 1:+.1%}){score}; "
                 f"speedup over each half's own autoregressive: {speedups}; identical to greedy at {int(same.sum())} of "
                 f"{len(spec)} settings")
-    return Verdict(bool(on_ms < off_ms and same.all()), measured, (
+    return Verdict(bool(on_ms < off_ms and same.all()), measured, lambda: (
         "setup", f"fast_decoding {on_ms:.2f} vs {off_ms:.2f} ms/token, {int((~same).sum())} outputs differ from "
                  "greedy"))
 

@@ -109,7 +109,7 @@ def exact(ctx: Context, study: DecodingStudy) -> Verdict:
         scores = [f"{r}: {sorted(spec.loc[spec['recipe'] == r, 'score'].unique())} vs autoregressive "
                   f"{ar_row(table, r)['score']:.2f}" for r in dict.fromkeys(table["recipe"])]
         measured += "; self-speculative exact match " + ", ".join(scores)
-    return Verdict(bool(same.all()), measured, (
+    return Verdict(bool(same.all()), measured, lambda: (
         "setup", f"{', '.join(rows.loc[~same, 'label'].astype(str))} differ from the greedy output: verification must "
                  "keep exactly the greedy tokens, so a decoder path is wrong"))
 
@@ -154,7 +154,7 @@ def acceptance_rises(ctx: Context, study: DecodingStudy) -> Verdict:
     distinct = float(ar_row(table, LS)["distinct_2"])
     held = gate_fails(table, LS) is None and all(s[4] > 0 for s in steps)
     return Verdict(held, f"LD+EE acceptance difference [95 % interval]: {measured}; greedy distinct-2 {distinct:.2f}",
-                   _acceptance_diagnosis(ctx, study, table))
+                   lambda: _acceptance_diagnosis(ctx, study, table))
 
 
 def acceptance_rises_mean(ctx: Context, study: DecodingStudy) -> Verdict:
@@ -162,7 +162,7 @@ def acceptance_rises_mean(ctx: Context, study: DecodingStudy) -> Verdict:
     table = ctx.table(study.table)
     by_exit = spec_rows(table, LS).groupby("exit_layer")["acceptance"].mean()
     return Verdict(bool(by_exit.is_monotonic_increasing), "; ".join(f"E={e}: {a:.2f}" for e, a in by_exit.items()),
-                   _acceptance_diagnosis(ctx, study, table))
+                   lambda: _acceptance_diagnosis(ctx, study, table))
 
 
 # ------------------------------------------------------------------------------------------------------- Sec. 8
@@ -188,7 +188,7 @@ def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Ve
     measured = (f"best speedup over (E, d): baseline {best[PLAIN]:.2f}x (acceptance "
                 f"{_span(spec_rows(table, PLAIN)['acceptance'], 3)}), LayerSkip {best[LS]:.2f}x; greedy distinct-2 "
                 f"baseline {loops[PLAIN]:.2f}, LayerSkip {loops[LS]:.2f}")
-    return Verdict(held, measured, _recipe_diagnosis(table, best))
+    return Verdict(held, measured, lambda: _recipe_diagnosis(table, best))
 
 
 # ----------------------------------------------------------------------------------------------------- Table 6
@@ -249,7 +249,7 @@ def kvq_reuse(ctx: Context, study: DecodingStudy) -> Verdict:
                          for c, s in savings.items())
     held = gate_fails(table, LS) is None and all((s >= TABLE6_SAVING).all() for s in savings.values())
     return Verdict(held, f"{measured}; greedy distinct-2 {ar_row(table, LS)['distinct_2']:.2f}",
-                   _reuse_diagnosis(ctx, study, table))
+                   lambda: _reuse_diagnosis(ctx, study, table))
 
 
 def kvq_reuse_most(ctx: Context, study: DecodingStudy) -> Verdict:
@@ -259,7 +259,7 @@ def kvq_reuse_most(ctx: Context, study: DecodingStudy) -> Verdict:
     wins = {c: int((wide["kvq"] < wide[c]).sum()) for c in wide.columns if c != "kvq"}
     measured = "; ".join(f"kvq faster than {c} at {w} of {len(wide)} settings, mean ms/token "
                          f"{wide['kvq'].mean():.2f} vs {wide[c].mean():.2f}" for c, w in wins.items())
-    return Verdict(all(w > len(wide) / 2 for w in wins.values()), measured, _reuse_diagnosis(ctx, study, table))
+    return Verdict(all(w > len(wide) / 2 for w in wins.values()), measured, lambda: _reuse_diagnosis(ctx, study, table))
 
 
 # ----------------------------------------------------------------------------------------------------- speedups
@@ -305,7 +305,7 @@ def speedup(ctx: Context, study: DecodingStudy) -> Verdict:
                 f"{paper_style.max():.2f}x at E={int(top['exit_layer'])}, d={int(top['n_draft'])} (acceptance "
                 f"{top['acceptance']:.2f}){per_exit}; same-model best {rows['speedup'].max():.2f}x; greedy distinct-2 "
                 f"{ar_row(table, LS)['distinct_2']:.2f}; {study.paper}: {study.goal}x")
-    return Verdict(bool(held), measured, _speedup_diagnosis(ctx, study, table))
+    return Verdict(bool(held), measured, lambda: _speedup_diagnosis(ctx, study, table))
 
 
 def speedup_same_model(ctx: Context, study: DecodingStudy) -> Verdict:
@@ -319,7 +319,7 @@ def speedup_same_model(ctx: Context, study: DecodingStudy) -> Verdict:
                 f"{top['acceptance']:.2f}, layer-count model {top['predicted_speedup']:.2f}x); greedy output "
                 f"distinct-2 {fluent:.2f}")
     return Verdict(bool(top["speedup"] >= BOOK_GOAL and fluent >= GATE), measured,
-                   _speedup_diagnosis(ctx, study, table))
+                   lambda: _speedup_diagnosis(ctx, study, table))
 
 
 def acceptance_levels(ctx: Context, study: DecodingStudy) -> Verdict:
@@ -333,7 +333,7 @@ def acceptance_levels(ctx: Context, study: DecodingStudy) -> Verdict:
     pairs = [(int(r.exit_layer), r.acceptance, _depth_share(int(r.exit_layer), n_layers, TABLE10_ACCEPTANCE))
              for r in rows.sort_values("exit_layer").itertuples()]
     measured = "d=7: " + ", ".join(f"E={e} {a:.3f} (Table 10 {p:.2f})" for e, a, p in pairs)
-    return Verdict(all(a >= p for _, a, p in pairs), measured, (
+    return Verdict(all(a >= p for _, a, p in pairs), measured, lambda: (
         "budget", _join("the drafting exits are under-trained", _agreement(ctx, study, [p[0] for p in pairs]))))
 
 
@@ -356,7 +356,7 @@ def vs_transformers(ctx: Context, study: DecodingStudy) -> Verdict:
         theirs = float(greedy["ms_per_token"].iloc[0]) / peer[first]
         measured += (f"; over its own greedy at E={first[0]} d={first[1]}: ours {own:.2f}x, transformers "
                      f"{theirs:.2f}x")
-    return Verdict(faster == len(peer), measured, ("setup", f"transformers is as fast or faster at "
+    return Verdict(faster == len(peer), measured, lambda: ("setup", f"transformers is as fast or faster at "
                                                             f"{len(peer) - faster} of {len(peer)} settings"))
 
 
@@ -372,7 +372,7 @@ def task_vocabulary(ctx: Context) -> Verdict:
     measured = (f"best {best['speedup']:.2f}x at E={int(best['exit_layer'])}, d={int(best['n_draft'])} (acceptance "
                 f"{best['acceptance']:.2f}) vs {whole:.2f}x drafting with the whole head; identical to greedy at "
                 f"{int(same.sum())} of {len(narrow)} settings; distinct-2 {fluent:.2f}")
-    return Verdict(bool(best["speedup"] >= BOOK_GOAL and fluent >= GATE and same.all()), measured, (
+    return Verdict(bool(best["speedup"] >= BOOK_GOAL and fluent >= GATE and same.all()), measured, lambda: (
         "budget", f"best {best['speedup']:.2f}x at acceptance {best['acceptance']:.2f}"))
 
 

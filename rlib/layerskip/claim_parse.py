@@ -74,7 +74,7 @@ def middle_em(ctx: Context) -> Verdict:
                 + ", ".join(f"{r.exit_layer} {r.em:.3f}" for r in deeper.itertuples())
                 + f"; token accuracy at exit {middle}: {_exit(ctx, LS, middle)['token_acc']:.3f}")
     held = em[PLAIN, "middle"] <= PLAIN_EARLY_EM and em[LS, "middle"] >= em[LS, "last"] - FIG10B_MIDDLE_GAP
-    return Verdict(held, measured, (
+    return Verdict(held, measured, lambda: (
         "budget", f"teacher-forced, the LD+EE exit {middle} predicts {_exit(ctx, LS, middle)['token_acc']:.3f} of the "
                   f"target tokens but exact match needs every token of a parse, {_trained(ctx)}"))
 
@@ -83,7 +83,8 @@ def middle_em_old(ctx: Context) -> Verdict:
     """The book's old claim: LD+EE's middle-exit EM at least 0.2 above plain fine-tuning's."""
     middle, _ = _depth(ctx)
     em = {r: _em(ctx, r, middle) for r in (PLAIN, LS)}
-    return Verdict(em[LS] - em[PLAIN] >= 0.2, f"middle-exit EM: plain {em[PLAIN]:.3f}, LayerSkip {em[LS]:.3f}", (
+    measured = f"middle-exit EM: plain {em[PLAIN]:.3f}, LayerSkip {em[LS]:.3f}"
+    return Verdict(em[LS] - em[PLAIN] >= 0.2, measured, lambda: (
         "budget", f"teacher-forced, the LD+EE exit {middle} predicts {_exit(ctx, LS, middle)['token_acc']:.3f} of the "
                   f"target tokens but gives EM {em[LS]:.3f}, {_trained(ctx)}"))
 
@@ -110,7 +111,7 @@ def last_em(ctx: Context) -> Verdict:
     diff, lo, hi = diff_ci(em[PLAIN], ctx.pcfg.test_examples, em[LS], ctx.pcfg.test_examples)
     measured = (f"last exit EM plain {em[PLAIN]:.3f}, LD+EE {em[LS]:.3f}: {fmt_ci(diff, lo, hi, 100, 1)} pts (n = "
                 f"{ctx.pcfg.test_examples})")
-    return Verdict(diff >= -FINAL_REGRESSION, measured, _last_diagnosis(ctx))
+    return Verdict(diff >= -FINAL_REGRESSION, measured, lambda: _last_diagnosis(ctx))
 
 
 def last_em_old(ctx: Context) -> Verdict:
@@ -118,7 +119,7 @@ def last_em_old(ctx: Context) -> Verdict:
     _, last = _depth(ctx)
     em = {r: _em(ctx, r, last) for r in (PLAIN, LS)}
     return Verdict(em[LS] >= em[PLAIN] - 0.05, f"last-exit EM: plain {em[PLAIN]:.3f}, LayerSkip {em[LS]:.3f}",
-                   _last_diagnosis(ctx))
+                   lambda: _last_diagnosis(ctx))
 
 
 def early_exit_em(ctx: Context) -> Verdict:
@@ -143,7 +144,7 @@ def early_exit_em(ctx: Context) -> Verdict:
                      + f" vs {ar_row(table, LS)['score']:.1f}")
     accuracy = ", ".join(f"{_exit(ctx, LS, e)['token_acc']:.3f}" for e in exits)
     paths = em_paths(ctx)
-    return Verdict(held, measured, (
+    return Verdict(held, measured, lambda: (
         "budget", f"the direction holds but not the size: teacher-forced, exits {exits} predict {accuracy} of the "
                   f"target tokens, not whole parses, {_trained(ctx)}" + (f"; {paths}" if paths else "")))
 

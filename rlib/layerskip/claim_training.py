@@ -43,7 +43,7 @@ def layers_needed(ctx: Context) -> Verdict:
     measured = (f"pretrained: mean first {row['mean_first']:.2f} of {layers:.0f} layers (saving bound {bound:.1%}), "
                 f"stable {row['mean_stable']:.2f} ({row['saving_bound_stable']:.1%}); {row['tokens']} tokens of "
                 f"one prompt; the paper {PAPER_FIRST} of {PAPER_DEPTH} ({paper:.1%})")
-    return Verdict(abs(bound - paper) <= 0.05, measured, (
+    return Verdict(abs(bound - paper) <= 0.05, measured, lambda: (
         "scale", f"one prompt and {row['tokens']} tokens on a {layers:.0f}-layer 135M model give a saving bound of "
                  f"{bound:.1%}, against the paper's {paper:.1%} on Llama1 7B"))
 
@@ -61,7 +61,7 @@ def probe_after_layerskip(ctx: Context) -> Verdict:
     studies = {s.name: s.corpus for s in ctx.acfg.studies}
     failing = [f"{r.model} (trained on {studies.get(str(r.model).split()[0], 'another corpus')}: first "
                f"{r.mean_first:.1f}, stable {r.mean_stable:.1f})" for r in others[~lower].itertuples()]
-    return Verdict(bool(lower.all()), measured, (
+    return Verdict(bool(lower.all()), measured, lambda: (
         "setup", f"the probe reads one code prompt (HumanEval/0); {', '.join(failing)} does not lower both of the "
                  f"pretrained model's readings ({base['mean_first']:.1f} / {base['mean_stable']:.1f}), while "
                  f"{int(lower.sum())} of {len(others)} LayerSkip models do"))
@@ -94,7 +94,7 @@ def scratch_early_exits(ctx: Context) -> Verdict:
                 f"better (ppl and top-1) at {len(early) - len(worse)} of {len(early)} exits 2-{mid}; middle NLL gap "
                 f"{gap:.3f} nats vs seed s.d. {spread:.3f}")
     worse_text = f"LD+EE is not better at exits {worse}; " if worse else ""
-    return Verdict(not worse and gap > spread, measured, (
+    return Verdict(not worse and gap > spread, measured, lambda: (
         "budget", f"{worse_text}the middle-exit NLL gap {gap:.3f} nats vs the seed s.d. {spread:.3f} "
                   f"({int(ls['seeds'])} seeds) after {ctx.scratch_tokens():,} tokens; needs: >= 3 seeds"))
 
@@ -107,7 +107,7 @@ def scratch_last_exit(ctx: Context) -> Verdict:
                 f"{base['acc_last']:.4f} / {ls['acc_last']:.4f} ({-100 * drop:+.2f} pts); Table 1's band +0.5 %, "
                 "-2.9 pts")
     return Verdict(rise <= TABLE1_LAST_PPL and drop <= TABLE1_LAST_TASK, measured,
-                   ("budget", f"{_last_gap(ctx)}; needs: >= 3 seeds and a longer run"))
+                   lambda: ("budget", f"{_last_gap(ctx)}; needs: >= 3 seeds and a longer run"))
 
 
 def scratch_middle_3x(ctx: Context) -> Verdict:
@@ -115,7 +115,7 @@ def scratch_middle_3x(ctx: Context) -> Verdict:
     measured = (f"middle exit ({ctx.cfg.middle_exit}) perplexity {base['ppl_middle']:.1f} -> {ls['ppl_middle']:.1f} "
                 f"({ls['middle_vs_baseline']:.2f}x lower); last exit {base['ppl_last']:.2f} -> {ls['ppl_last']:.2f} "
                 f"({ls['last_vs_baseline'] - 1:+.1%})")
-    return Verdict(bool(ls["middle_vs_baseline"] >= 3 and ls["last_vs_baseline"] <= 1.05), measured, (
+    return Verdict(bool(ls["middle_vs_baseline"] >= 3 and ls["last_vs_baseline"] <= 1.05), measured, lambda: (
         "budget", f"the middle exit is {ls['middle_vs_baseline']:.2f}x better where the book asks 3x (the paper's "
                   f"Fig. 8 gives no ratio), and {_last_gap(ctx)}"))
 
@@ -124,7 +124,7 @@ def teacher_forced_acceptance(ctx: Context) -> Verdict:
     table = ctx.table("middle_vs_last")
     ls, base = _row(ctx, "middle_vs_last", LS), _row(ctx, "middle_vs_last", BASE)
     measured = "agree_middle: " + ", ".join(f"{r.label} {r.agree_middle:.3f}" for r in table.itertuples())
-    return Verdict(bool(ls["agree_middle"] > base["agree_middle"]), measured, (
+    return Verdict(bool(ls["agree_middle"] > base["agree_middle"]), measured, lambda: (
         "budget", f"LD+EE's middle exit agrees with its last on {ls['agree_middle']:.3f} of held-out positions vs "
                   f"the baseline's {base['agree_middle']:.3f} after {ctx.scratch_tokens():,} tokens"))
 
@@ -147,7 +147,7 @@ def ee_prevents_rise(ctx: Context) -> Verdict:
     rise = ""
     if ctx.has("probe_curves"):
         rise = f"; the baseline's middle-exit NLL final minus best is {_probe_rise(ctx)[BASE]:+.3f} nats"
-    return Verdict(bool(ml["ee"] <= ml["ld"] < ml[BASE]), measured, (
+    return Verdict(bool(ml["ee"] <= ml["ld"] < ml[BASE]), measured, lambda: (
         "budget", f"one token budget: EE {ml['ee']:.1f} vs LD {ml['ld']:.1f} vs baseline {ml[BASE]:.1f} at the "
                   f"middle exit{rise}; needs: the middle-exit perplexity of baseline, LD and EE at 2-3 token budgets "
                   "(Fig. 11's three runs)"))
@@ -163,7 +163,7 @@ def ee_drives_middle(ctx: Context) -> Verdict:
         rotation = (f", and under the rotational curriculum (R = {every}) each early exit gets its loss on one step "
                     f"in {every}, about {ctx.cfg.steps / every:.0f} of {ctx.cfg.steps} steps")
     return Verdict(bool(ee > ld), measured,
-                   ("budget", f"EE {ee:.2f}x vs LD {ld:.2f}x; EE ran {seeds} seed(s){rotation}"))
+                   lambda: ("budget", f"EE {ee:.2f}x vs LD {ld:.2f}x; EE ran {seeds} seed(s){rotation}"))
 
 
 def baseline_middle_rises(ctx: Context, threshold: float | None = None) -> Verdict:
@@ -177,7 +177,7 @@ def baseline_middle_rises(ctx: Context, threshold: float | None = None) -> Verdi
         held = rise[BASE] > threshold and rise["ee"] <= threshold
     measured = (f"final minus best middle-exit NLL within one {ctx.scratch_tokens():,}-token run: baseline "
                 f"{rise[BASE]:+.3f}, EE {rise['ee']:+.3f} nats (baseline seed s.d. {spread:.3f})")
-    return Verdict(bool(held), measured, (
+    return Verdict(bool(held), measured, lambda: (
         "budget", f"within one {ctx.scratch_tokens():,}-token run the baseline's middle-exit NLL ends "
                   f"{rise[BASE]:+.3f} nats from its best (seed s.d. {spread:.3f}); needs: the middle-exit perplexity "
                   "of baseline and EE at 3 token budgets (separate runs, as the paper's)"))
@@ -208,7 +208,7 @@ def exp_vs_const(ctx: Context) -> Verdict:
                 f"{gap:+.4f}, seed s.d. {spread:.4f} ({len(exp)} seeds){rate}")
     sign = "has the paper's sign but" if gap > 0 else "has the opposite sign and"
     share = f"{gap / spread:.2f} of" if spread > 0 else "measured without"
-    return Verdict(bool(gap > spread), measured, (
+    return Verdict(bool(gap > spread), measured, lambda: (
         "budget", f"the {gap:+.3f} gap {sign} is {share} the {len(exp)}-seed s.d. ({spread:.3f}) after "
                   f"{ctx.scratch_tokens():,} tokens; needs: >= 5 seeds or a longer run"))
 
@@ -245,7 +245,7 @@ def all_layers_slow(ctx: Context) -> Verdict:
     rows = _curricula(ctx)
     slower = rows["ee_all"]["step_seconds"] / rows["ee"]["step_seconds"] - 1
     return Verdict(bool(slower > 0.10), _timing(rows, "ee_all", "ee") + f"; baseline {rows[BASE]['step_seconds']:.3f}",
-                   _timing_diagnosis(rows, "ee_all", "ee"))
+                   lambda: _timing_diagnosis(rows, "ee_all", "ee"))
 
 
 def all_layers_hurt_last(ctx: Context) -> Verdict:
@@ -260,7 +260,7 @@ def all_layers_hurt_last(ctx: Context) -> Verdict:
                 f"{rows['ee']['ppl_last']:.2f}, baseline {rows[BASE]['ppl_last']:.2f}; top-1 "
                 f"{rows['ee_all']['acc_last']:.4f} / {rows['ee']['acc_last']:.4f} / {rows[BASE]['acc_last']:.4f}; "
                 f"smaller NLL gap {gap:+.3f} vs seed s.d. {_sd(spread):.3f}")
-    return Verdict(bool(worse_acc and gap > _sd(spread)), measured, _curriculum_last(ctx))
+    return Verdict(bool(worse_acc and gap > _sd(spread)), measured, lambda: _curriculum_last(ctx))
 
 
 def all_layers_old(ctx: Context) -> Verdict:
@@ -270,8 +270,8 @@ def all_layers_old(ctx: Context) -> Verdict:
     measured = (f"last-exit perplexity: all {rows['ee_all']['ppl_last']:.2f} vs rotational "
                 f"{rows['ee']['ppl_last']:.2f}; seconds per step {rows['ee_all']['step_seconds']:.3f} vs "
                 f"{rows['ee']['step_seconds']:.3f} (mean over seeds)")
-    diagnosis = _curriculum_last(ctx) if not hurts else _timing_diagnosis(rows, "ee_all", "ee")
-    return Verdict(bool(hurts and slower), measured, diagnosis)
+    return Verdict(bool(hurts and slower), measured,
+                   lambda: _curriculum_last(ctx) if not hurts else _timing_diagnosis(rows, "ee_all", "ee"))
 
 
 def large_r_overhead(ctx: Context) -> Verdict:
@@ -279,7 +279,7 @@ def large_r_overhead(ctx: Context) -> Verdict:
     overhead = rows["ee"]["step_seconds"] / rows[BASE]["step_seconds"] - 1
     every = ctx.cfg.rotation or ctx.cfg.n_layers - 1
     measured = f"{_timing(rows, 'ee', BASE)} (rotational R = {every}); {_timing(rows, 'ee_all', BASE)}"
-    return Verdict(bool(overhead <= 0.05), measured, _timing_diagnosis(rows, "ee", BASE))
+    return Verdict(bool(overhead <= 0.05), measured, lambda: _timing_diagnosis(rows, "ee", BASE))
 
 
 def ld_training_speed(ctx: Context) -> Verdict:
@@ -295,8 +295,8 @@ def ld_training_speed(ctx: Context) -> Verdict:
     if ctx.has("schedules"):
         rate = (f"; the mean dropout rate over layers is {ctx.table('schedules')['dropout_rate'].mean():.3f} at the "
                 "end of training, so few rows skip a block")
-    return Verdict(bool(base - ld > spread), measured, ("scale", f"LD {ld:.3f} vs baseline {base:.3f} s/step, seed "
-                                                                 f"s.d. {spread:.3f}{rate}"))
+    return Verdict(bool(base - ld > spread), measured,
+                   lambda: ("scale", f"LD {ld:.3f} vs baseline {base:.3f} s/step, seed s.d. {spread:.3f}{rate}"))
 
 
 CHECKS: dict[str, Check] = {

@@ -29,7 +29,7 @@ import pandas as pd
 from rlib.book.claims import Ledger
 from rlib.config import ConfigError
 from rlib.layerskip import claim_adapt, claim_costs, claim_decoding, claim_parse, claim_training
-from rlib.layerskip.claim_base import Check, Context, Unmeasured
+from rlib.layerskip.claim_base import Check, Context, Diagnosis, Unmeasured, Verdict
 from rlib.layerskip.claim_specs import NEEDS, NOT_TESTABLE, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 
@@ -55,13 +55,24 @@ def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptC
     return ledger
 
 
+TABLE_ERRORS = (KeyError, IndexError, ValueError, ConfigError)  # a table without the rows or columns a claim reads
+
+
 def _judge_one(ledger: Ledger, claim_id: str, context: Context) -> None:
     try:
         verdict = CHECKS[claim_id](context)
     except Unmeasured as why:
         ledger.not_measured(claim_id, str(why))
         return
-    except (KeyError, IndexError, ValueError, ConfigError) as error:  # a table without the rows this claim reads
+    except TABLE_ERRORS as error:
         ledger.not_measured(claim_id, f"the tables lack what this claim reads ({type(error).__name__}: {error})")
         return
-    ledger.judge(claim_id, verdict.held, verdict.measured, verdict.diagnosis)
+    ledger.judge(claim_id, verdict.held, verdict.measured, _diagnose(verdict) if verdict.not_held else None)
+
+
+def _diagnose(verdict: Verdict) -> Diagnosis:
+    """A "not held"'s diagnosis; if its evidence cannot be read from the tables, say so rather than guess."""
+    try:
+        return verdict.diagnosis() if verdict.diagnosis else ("setup", "needs: a diagnosis for this claim")
+    except (Unmeasured, *TABLE_ERRORS) as error:
+        return "setup", f"needs: the tables its evidence reads ({type(error).__name__}: {error})"
