@@ -376,6 +376,16 @@ def task_vocabulary(ctx: Context) -> Verdict:
         "budget", f"best {best['speedup']:.2f}x at acceptance {best['acceptance']:.2f}"))
 
 
+def model_size_trends(ctx: Context) -> Verdict:
+    """Tables 2 and 3's speedup against model size: every decoding study here has one model size."""
+    present = [s.table for s in STUDIES.values() if ctx.has(s.table)]
+    if not present:
+        raise Unmeasured("needs a decoding table")
+    return Verdict("not testable at this scale", f"one model size per decoding study ({', '.join(present)}): a "
+                                                 f"{ctx.cfg.n_layers}-layer model from scratch, {ctx.acfg.model} for "
+                                                 "the others; no size trend to read")
+
+
 def _study(check, key: str) -> Check:
     return partial(check, study=STUDIES[key])
 
@@ -400,3 +410,4 @@ for _key in ("scratch", "parse"):
     })
 CHECKS["ls.tab10.acceptance_levels.parse"] = _study(acceptance_levels, "parse")
 CHECKS["ls.ours.task_vocabulary_drafting"] = task_vocabulary
+CHECKS["ls.tab23.model_size_trends"] = model_size_trends

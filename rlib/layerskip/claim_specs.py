@@ -4,7 +4,7 @@ says what, and how the book tests it. `rlib.layerskip.claims.judge` gives each i
 The paper's findings come first, each with its section, table or figure; the book's earlier claims that were posed
 differently from the paper stand beside them as `<id>.ours` (ours=True), with their old test and threshold unchanged;
 the book's own findings beyond the paper are `ls.ours.*`. `NEEDS` says what would measure the claims the book has no
-numbers for yet; `NOT_TESTABLE` the ones our scale cannot test.
+numbers for yet.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 
 from rlib.book.claims import ClaimSpec
 
-__all__ = ["NEEDS", "NOT_TESTABLE", "SPECS"]
+__all__ = ["NEEDS", "SPECS"]
 
 
 def _ls(id: str, where: str, paper_says: str, test: str, artifact: str, ours: bool = False) -> ClaimSpec:
@@ -377,8 +377,4 @@ NEEDS = {
                                        ">= 0.5), then their marked early-exit generations (issue 25 item 4)",
     "ls.tab2.vs_draft_and_verify": "needs: a Draft & Verify decoder (skipping intermediate layers of the plain model) "
                                    "timed on the same prompts",
-}
-NOT_TESTABLE = {
-    "ls.tab23.model_size_trends": "one model size per study at this scale (a 12-layer model from scratch, "
-                                  "SmolLM2-135M for the others): no size trend to read",
 }

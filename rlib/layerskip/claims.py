@@ -30,7 +30,7 @@ from rlib.book.claims import Ledger
 from rlib.config import ConfigError
 from rlib.layerskip import claim_adapt, claim_costs, claim_decoding, claim_parse, claim_training
 from rlib.layerskip.claim_base import Check, Context, Diagnosis, Unmeasured, Verdict
-from rlib.layerskip.claim_specs import NEEDS, NOT_TESTABLE, SPECS
+from rlib.layerskip.claim_specs import NEEDS, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 
 __all__ = ["CHAPTER", "CHECKS", "SPECS", "judge"]
@@ -48,8 +48,6 @@ def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptC
     for spec in SPECS:
         if spec.id in NEEDS:
             ledger.not_measured(spec.id, NEEDS[spec.id])
-        elif spec.id in NOT_TESTABLE:
-            ledger.judge(spec.id, "not testable at this scale", measured=NOT_TESTABLE[spec.id])
         else:
             _judge_one(ledger, spec.id, context)
     return ledger
