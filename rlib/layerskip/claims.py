@@ -53,7 +53,8 @@ def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptC
     return ledger
 
 
-TABLE_ERRORS = (KeyError, IndexError, ValueError, ConfigError)  # a table without the rows or columns a claim reads
+TABLE_ERRORS = (KeyError, IndexError, ValueError, TypeError, ArithmeticError, ConfigError)  # tables without the rows,
+# columns or types a claim reads (a notebook run must never fail on its ledger)
 
 
 def _judge_one(ledger: Ledger, claim_id: str, context: Context) -> None:
