@@ -100,7 +100,7 @@ def _last_diagnosis(ctx: Context) -> tuple[str, str]:
     paths = em_paths(ctx)
     relation = "includes" if lo <= -FINAL_REGRESSION <= hi else "excludes"
     return "budget", (f"the interval {fmt_ci(diff, lo, hi, 100, 1)} pts {relation} the paper's -3.0; "
-                      f" {above}needs: the same comparison at 2-3 step budgets, {_trained(ctx)} now"
+                      f"{above}needs: the same comparison at 2-3 step budgets, {_trained(ctx)} now"
                       + (f"; {paths}" if paths else ""))
 
 
