@@ -134,8 +134,10 @@ run.table(tables.mid_last_table(results, cfg.middle_exit, cfg.n_layers), "middle
 # one extra head per enabled exit:
 
 # %%
-run.figure(plots.plot_probe(tables.probe_curves(results), "Middle (dashed) and last (solid) exit during training"),
-           "probe")
+probe_curves = run.table(tables.probe_curves(results), "probe_curves", show=False)
+run.figure(plots.plot_probe(probe_curves, "Middle (dashed) and last (solid) exit during training"), "probe")
+run.table(tables.train_curves(results), "train_curves", show=False)
+run.table(tables.step_times(results), "step_times", show=False)
 fig12 = [r for r in ("ld", "ld_const", "baseline") if r in cfg.recipes]
 run.figure(plots.plot_train_loss(tables.train_curves(results, tuple(fig12)), "Training loss: dropout schedules"),
            "train_loss")
@@ -300,5 +302,5 @@ run.figure(plots.plot_cost_model(predicted, costs, pcfg.decode_prompts, "Parsing
 # ## Claims
 
 # %%
-run.ledger(claims.judge(run.tables, (cfg, acfg, pcfg), profile))
+run.ledger(claims.judge(run.tables, cfg, acfg, pcfg, profile))
 run.finish()

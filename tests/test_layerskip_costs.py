@@ -150,19 +150,8 @@ def predicted_table(speedups: tuple[float, float], acceptance: float = 0.6) -> p
     return predict(table, synthetic_costs(), prompts=4)
 
 
-def test_cost_claims_follow_the_numbers():
-    exact = predicted_table((1.0, 1.0))
-    model = exact["cost_model_speedup"].tolist()
-    held = cost_claims(predicted_table((model[1], model[2])), synthetic_costs(), prompts=4)
-    assert held["held"].iloc[0] == "held" and "1.00 to 1.00" in held["evidence"].iloc[0]
-    off = cost_claims(predicted_table((model[1] * 1.3, model[2])), synthetic_costs(), prompts=4)
-    assert off["held"].iloc[0] == "not held"
-    need = {v: required_acceptance(synthetic_costs(), 2, 3, 1.5, 40, 4, vocab=v) for v in (False, True)}
-    between = (need[True] + need[False]) / 2
-    assert cost_claims(predicted_table((1.2, 1.5), between), synthetic_costs(), 4)["held"].iloc[1] == "held"
-    assert cost_claims(predicted_table((1.6, 1.8), need[False] + 0.01), synthetic_costs(), 4)["held"].iloc[1] \
-        == "not held"
-    table = cost_table(exact)
+def test_cost_table_keeps_our_decoders():
+    table = cost_table(predicted_table((1.0, 1.0)))
     assert list(table["label"]) == ["autoregressive", "self_speculative E=2 d=3 kvq",
                                     "self_speculative E=2 d=3 kvq vocab"]
     assert "layer_count_speedup" in table

@@ -13,8 +13,8 @@ import torch
 from rlib import assets
 from rlib.config import ConfigError
 from rlib.layerskip import parse_data, tables
-from rlib.layerskip.config import ParseConfig
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases
+from rlib.layerskip.config import ParseConfig
 from rlib.layerskip.parse_study import exit_match_ids
 from rlib.layerskip.speculative import early_exit_generate
 from tests.test_looping import ids, tiny_model
@@ -107,16 +107,11 @@ def test_decoding_stops_at_eos_and_scores_outputs():
     assert table[table["method"] == "self_speculative"]["score"].eq(1.0).all()
 
 
-def test_parse_claims_read_the_middle_and_last_exits():
+def test_parse_exits_table():
     def run(recipe, middle, last):
         return {"recipe": recipe, "exits": [{"exit_layer": 2, "em": middle, "token_acc": middle},
                                             {"exit_layer": 4, "em": last, "token_acc": last}]}
 
-    claims = tables.parse_claims([run("baseline", 0.0, 0.9), run("ld_ee", 0.5, 0.88)], middle=2, last=4)
-    assert list(claims["held"]) == ["held", "held"]
-    claims = tables.parse_claims([run("baseline", 0.0, 0.9), run("ld_ee", 0.1, 0.7)], middle=2, last=4)
-    assert list(claims["held"]) == ["not held", "not held"]
-    assert "0.100" in claims["evidence"].iloc[0] and "0.700" in claims["evidence"].iloc[1]
     exits = tables.parse_exits([run("baseline", 0.0, 0.9)])
     assert isinstance(exits, pd.DataFrame) and list(exits.columns) == ["recipe", "exit_layer", "em", "token_acc"]
     assert tables.label("baseline") == "plain"

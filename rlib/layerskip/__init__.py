@@ -7,7 +7,9 @@
     peer         transformers' greedy and assistant_early_exit generation on the exported weights
     analysis     per-exit NLL / perplexity / accuracy, and the layers-needed probe of Fig. 2 (both readings)
     grid         chapter 05's recipes from scratch (baseline, LD, EE, LD+EE, constant-rate LD, EE curricula), cached
-    tables       per-exit tables, Table 1's middle vs last layer, Fig. 11 / 12 curves and the training claims
+    tables       per-exit tables, Table 1's middle vs last layer, Fig. 11 / 12 curves, decoding and cost tables
+    claims       the claims ledger: SPECS (claim_specs) judged from the tables (claim_training, claim_adapt,
+                 claim_parse, claim_decoding, claim_costs)
     plots        per-exit perplexity curves, the Fig. 11 probe and Fig. 12's training loss
     decoding     the side-by-side timing of every decoder (ms/token, acceptance, speedup, the layer-count model)
 """

@@ -6,6 +6,7 @@ From scratch (Sec. 4; Figs. 8, 11, 12; Table 1):
     probe_curves      the middle and last exits' held-out NLL during training, long format (Fig. 11)
     train_curves      training loss against steps, long format (Fig. 12)
     curriculum_table  the early-exit curricula side by side: exits' perplexity and seconds per step (Sec. 4.1.2)
+    step_times        seconds per training step of every run, per recipe and seed (Sec. 9: layer dropout's speed)
     schedule_table    the per-layer dropout rates and exit-loss weights of a config (Eq. 3-6)
 
 On the pretrained model (Sec. 5.1-5.3; Table 1, Figs. 2, 6 and 10a):
@@ -43,7 +44,7 @@ from rlib.tasks import PRIMARY_METRIC
 
 __all__ = ["COLUMNS", "RECIPE_LABELS", "best_whole_head", "cost_table", "curriculum_table", "exit_long", "exit_table",
            "label", "mid_last_table", "parse_examples", "parse_exits", "probe_curves", "probe_summary", "runs_table",
-           "schedule_table", "table_1", "table_10", "task_long", "train_curves"]
+           "schedule_table", "step_times", "table_1", "table_10", "task_long", "train_curves"]
 
 RECIPE_LABELS = {"baseline": "baseline", "ld": "LD", "ee": "EE", "ld_ee": "LD+EE", "ld_const": "LD const",
                  "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
@@ -106,6 +107,12 @@ def curriculum_table(results: list[dict[str, Any]], middle: int, last: int) -> p
     table = mid_last_table(wanted, middle, last)
     seconds = pd.DataFrame([{"recipe": r["recipe"], "step_seconds": r["step_seconds"]} for r in wanted])
     return table.merge(seconds.groupby("recipe", sort=False).mean().reset_index(), on="recipe")
+
+
+def step_times(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per from-scratch run: recipe, seed and seconds per training step (the seed spread is the timing's)."""
+    return pd.DataFrame([{"recipe": r["recipe"], "seed": r["seed"], "step_seconds": r["step_seconds"]}
+                         for r in results], columns=["recipe", "seed", "step_seconds"])
 
 
 def label(recipe: str) -> str:

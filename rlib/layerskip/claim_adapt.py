@@ -1,0 +1,318 @@
+"""Chapter 05's claim checks on the pretrained model (LayerSkip, paper 004, Sec. 6.1): continual pretraining read
+against the untouched model (Table 1, Fig. 6) and code fine-tuning against plain fine-tuning (Fig. 10a), perplexity
+and local-task accuracy at the middle and the last exit.
+
+Tables read: pretrained_exits (study, recipe, corpus, exit_layer, ppl, agree_last) and pretrained_tasks (study, recipe,
+task, exit_layer, value, n); recipe "source" is the pretrained model, "baseline" plain training on the same tokens.
+`CHECKS` maps each claim id to its check (`rlib.layerskip.claims.judge` runs them).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pandas as pd
+
+from rlib.layerskip.claim_base import Z95, Check, Context, Unmeasured, Verdict, diff_ci, fmt_ci, one
+from rlib.layerskip.config import SOURCE, Study
+from rlib.tasks import CHANCE_ACCURACY
+
+__all__ = ["CHECKS"]
+
+LS, PLAIN = "ld_ee", "baseline"
+NAMES = {SOURCE: "pretrained", PLAIN: "plain", LS: "LD+EE"}
+TABLE1_MIDDLE_RATIO = 65.8 / 3.71  # Table 1's smallest middle-layer perplexity ratio (13B The Stack): 17.7x
+TABLE1_LAST_PPL = 0.005  # Table 1's largest last-layer perplexity rise (13B The Stack 2.05 -> 2.06)
+TABLE1_LAST_TASK = 0.029  # Table 1's largest last-layer task drop (7B MMLU 46.0 -> 43.1)
+CODING_TASKS = ("book_code",)
+GENERATION_COLLAPSE = 0.05  # a generation task "collapses" at or below this accuracy (threshold ours)
+
+
+def _depth(ctx: Context) -> tuple[int, int]:
+    """(middle, last) exit of the pretrained model: the deepest exit read and half of it (Table 1's columns)."""
+    last = int(ctx.table("pretrained_exits")["exit_layer"].max())
+    return last // 2, last
+
+
+def _study(ctx: Context, study: str) -> Study:
+    for s in ctx.acfg.studies:
+        if s.name == study:
+            return s
+    raise Unmeasured(f"the config has no study {study!r}")
+
+
+def _corpus(ctx: Context, study: str) -> str:
+    return _study(ctx, study).corpus
+
+
+def _tokens(ctx: Context, study: str) -> int:
+    """Training tokens of a study's runs (steps x batch x window)."""
+    return _study(ctx, study).steps * ctx.acfg.batch_size * ctx.acfg.seq_len
+
+
+def _exit(ctx: Context, study: str, recipe: str, corpus: str, layer: int) -> pd.Series:
+    return one(ctx.table("pretrained_exits"), "pretrained_exits", study=study, recipe=recipe, corpus=corpus,
+               exit_layer=layer)
+
+
+def _ppl(ctx: Context, study: str, recipe: str, corpus: str, layer: int) -> float:
+    return float(_exit(ctx, study, recipe, corpus, layer)["ppl"])
+
+
+def _corpora(ctx: Context, study: str) -> list[str]:
+    exits = ctx.table("pretrained_exits")
+    corpora = list(dict.fromkeys(exits.loc[exits["study"] == study, "corpus"]))
+    if not corpora:
+        raise Unmeasured(f"pretrained_exits has no {study} rows")
+    return corpora
+
+
+def _task(ctx: Context, study: str, recipe: str, task: str, layer: int) -> tuple[float, int]:
+    row = one(ctx.table("pretrained_tasks"), "pretrained_tasks", study=study, recipe=recipe, task=task,
+              exit_layer=layer)
+    return float(row["value"]), int(row["n"])
+
+
+def _tasks(ctx: Context, study: str) -> list[str]:
+    tasks = ctx.table("pretrained_tasks")
+    names = list(dict.fromkeys(tasks.loc[tasks["study"] == study, "task"]))
+    if not names:
+        raise Unmeasured(f"pretrained_tasks has no {study} rows")
+    return names
+
+
+def _diff(ctx: Context, study: str, task: str, layer: int, base: str) -> tuple[float, float, float, int]:
+    """(LD+EE - base accuracy, its 95 % interval, items) of one task at one exit."""
+    (p1, n1), (p2, n2) = _task(ctx, study, base, task, layer), _task(ctx, study, LS, task, layer)
+    return (*diff_ci(p1, n1, p2, n2), min(n1, n2))
+
+
+def _pcts(ctx: Context, study: str, task: str, layer: int, recipes=(SOURCE, PLAIN, LS)) -> str:
+    return " / ".join(f"{100 * _task(ctx, study, r, task, layer)[0]:.1f}" for r in recipes)
+
+
+# --------------------------------------------------------------------------------------------------- perplexity
+def middle_ratio(ctx: Context, study: str, base: str, own_corpus: bool = False) -> Verdict:
+    """Table 1 / Fig. 10a: the LD+EE middle exit's perplexity at least 17.7x below `base`'s on every corpus (on the
+    study's own training corpus only with own_corpus)."""
+    middle, _ = _depth(ctx)
+    corpora = [_corpus(ctx, study)] if own_corpus else _corpora(ctx, study)
+    ratios = {c: _ppl(ctx, study, base, c, middle) / _ppl(ctx, study, LS, c, middle) for c in corpora}
+    measured = "; ".join(f"{c}: {NAMES[base]} {_ppl(ctx, study, base, c, middle):.3g} -> LD+EE "
+                         f"{_ppl(ctx, study, LS, c, middle):.3g} ({r:.3g}x)" for c, r in ratios.items())
+    return Verdict(min(ratios.values()) >= TABLE1_MIDDLE_RATIO, f"middle exit {middle} ppl: {measured}", lambda: (
+        "budget", f"the middle exit improves {min(ratios.values()):.3g}x at least, below Table 1's "
+                  f"{TABLE1_MIDDLE_RATIO:.1f}x, after {_tokens(ctx, study):,} tokens (the paper: 52B)"))
+
+
+def middle_3x(ctx: Context, study: str) -> Verdict:
+    """The book's old claim: >= 3x lower middle-exit perplexity than the pretrained model and plain training, on the
+    study's own corpus."""
+    middle, _ = _depth(ctx)
+    corpus = _corpus(ctx, study)
+    ppl = {r: _ppl(ctx, study, r, corpus, middle) for r in (SOURCE, PLAIN, LS)}
+    vs_source, vs_plain = ppl[SOURCE] / ppl[LS], ppl[PLAIN] / ppl[LS]
+    measured = (f"middle-exit perplexity on {corpus}: pretrained {ppl[SOURCE]:.3g}, plain {ppl[PLAIN]:.3g}, LayerSkip "
+                f"{ppl[LS]:.3g} ({vs_source:.3g}x and {vs_plain:.3g}x lower)")
+    return Verdict(bool(vs_source >= 3 and vs_plain >= 3), measured, lambda: (
+        "budget", f"{min(vs_source, vs_plain):.3g}x after {_tokens(ctx, study):,} tokens"))
+
+
+def every_early_exit(ctx: Context, study: str) -> Verdict:
+    _, last = _depth(ctx)
+    exits = ctx.table("pretrained_exits")
+    layers = sorted(set(exits.loc[(exits["study"] == study) & (exits["exit_layer"] < last), "exit_layer"]))
+    pairs = [(e, c) for e in layers for c in _corpora(ctx, study)]
+    worse = [(e, c) for e, c in pairs if not _ppl(ctx, study, LS, c, e) < _ppl(ctx, study, SOURCE, c, e)]
+    shallow = layers[-1] if layers else last
+    examples = "; ".join(f"exit {shallow} {c}: {_ppl(ctx, study, LS, c, shallow):.3g} vs "
+                         f"{_ppl(ctx, study, SOURCE, c, shallow):.3g}" for c in _corpora(ctx, study))
+    measured = f"LD+EE below pretrained at {len(pairs) - len(worse)} of {len(pairs)} (exit, corpus) pairs; {examples}"
+    return Verdict(bool(pairs) and not worse, measured, lambda: (
+        "budget", f"LD+EE is not below the pretrained model at {worse} after {_tokens(ctx, study):,} tokens"))
+
+
+def _last_cost(ctx: Context, study: str) -> tuple[str, str]:
+    """Diagnosis of the last-exit cost claims: only a budget sweep can tell whether the gap closes."""
+    _, last = _depth(ctx)
+    corpus = _corpus(ctx, study)
+    gap = _ppl(ctx, study, LS, corpus, last) / _ppl(ctx, study, PLAIN, corpus, last) - 1
+    return "budget", (f"needs: the LD+EE vs plain last-exit gap at 1x / 4x / 16x today's {_tokens(ctx, study):,} "
+                      f"tokens (issue 25 item 3); today {gap:+.1%} vs plain on {corpus}, and no run of the book shows "
+                      "the gap against the budget yet")
+
+
+def last_ppl(ctx: Context, study: str) -> Verdict:
+    """Table 1: the last exit's perplexity within +0.5 % of the pretrained model's (the paper's baseline) on every
+    corpus; plain training on the same tokens reported beside it."""
+    _, last = _depth(ctx)
+    rows = {c: {r: _ppl(ctx, study, r, c, last) for r in (SOURCE, PLAIN, LS)} for c in _corpora(ctx, study)}
+    rise = {c: p[LS] / p[SOURCE] - 1 for c, p in rows.items()}
+    measured = "; ".join(f"{c}: {p[SOURCE]:.2f} / {p[PLAIN]:.2f} / {p[LS]:.2f} ({rise[c]:+.1%} vs pretrained, "
+                         f"{p[LS] / p[PLAIN] - 1:+.1%} vs plain)" for c, p in rows.items())
+    return Verdict(max(rise.values()) <= TABLE1_LAST_PPL, f"last exit ppl pretrained / plain / LD+EE: {measured}",
+                   lambda: _last_cost(ctx, study))
+
+
+def last_ppl_5pct(ctx: Context, study: str) -> Verdict:
+    """The book's old claim: last-exit perplexity within 5 % of plain training's on the study's corpus."""
+    _, last = _depth(ctx)
+    corpus = _corpus(ctx, study)
+    ppl = {r: _ppl(ctx, study, r, corpus, last) for r in (SOURCE, PLAIN, LS)}
+    cost = ppl[LS] / ppl[PLAIN] - 1
+    measured = (f"last-exit perplexity on {corpus}: plain {ppl[PLAIN]:.2f}, LayerSkip {ppl[LS]:.2f} ({cost:+.1%}); the "
+                f"pretrained model {ppl[SOURCE]:.2f}")
+    return Verdict(bool(cost <= 0.05), measured, lambda: _last_cost(ctx, study))
+
+
+# -------------------------------------------------------------------------------------------------------- tasks
+def _middle_unusable(ctx: Context, study: str, diffs: list[tuple[float, float, float, int]]) -> tuple[str, str]:
+    """Diagnosis of the middle-exit task claims: the exit itself is far from usable, and the intervals are wide."""
+    middle, last = _depth(ctx)
+    corpus = _corpus(ctx, study)
+    row = _exit(ctx, study, LS, corpus, middle)
+    ratio = row["ppl"] / _ppl(ctx, study, LS, corpus, last)
+    half = [100 * (hi - lo) / 2 for _, lo, hi, _ in diffs if hi > lo]  # a 0-vs-0 task has no spread to read
+    width = f"+-{min(half):.1f} to +-{max(half):.1f} points" if half else "undefined (every accuracy 0 or 1)"
+    return "budget", (f"the LD+EE middle exit is far from usable after {_tokens(ctx, study):,} tokens (perplexity "
+                      f"{row['ppl']:.3g} on {corpus}, {ratio:.0f}x its last exit; agreement with the last exit "
+                      f"{row['agree_last']:.2f}), and with {min(d[3] for d in diffs)} items a 95 % interval of a "
+                      f"difference is {width}")
+
+
+def middle_tasks(ctx: Context, study: str) -> Verdict:
+    """Table 1: the LD+EE middle exit above the pretrained model on every local task, each interval above 0."""
+    middle, _ = _depth(ctx)
+    diffs = {t: _diff(ctx, study, t, middle, SOURCE) for t in _tasks(ctx, study)}
+    measured = "; ".join(f"{t}: {_pcts(ctx, study, t, middle)} (LD+EE - pretrained {fmt_ci(*d[:3], 100, 1)} pts, "
+                         f"n = {d[3]})" for t, d in diffs.items())
+    return Verdict(all(d[1] > 0 for d in diffs.values()), f"middle exit pretrained / plain / LD+EE: {measured}",
+                   lambda: _middle_unusable(ctx, study, list(diffs.values())))
+
+
+def middle_tasks_plain(ctx: Context, study: str) -> Verdict:
+    """The book's old claim: the middle exit above plain training's on every local task (point estimates)."""
+    middle, _ = _depth(ctx)
+    diffs = {t: _diff(ctx, study, t, middle, PLAIN) for t in _tasks(ctx, study)}
+    measured = "; ".join(f"{t}: plain {100 * _task(ctx, study, PLAIN, t, middle)[0]:.0f} %, LayerSkip "
+                         f"{100 * _task(ctx, study, LS, t, middle)[0]:.0f} %" for t in diffs)
+    return Verdict(all(d[0] > 0 for d in diffs.values()), measured,
+                   lambda: _middle_unusable(ctx, study, list(diffs.values())))
+
+
+def last_tasks(ctx: Context, study: str) -> Verdict:
+    """Table 1: the last exit's accuracy no more than 2.9 points below the pretrained model's on every task."""
+    _, last = _depth(ctx)
+    diffs = {t: _diff(ctx, study, t, last, SOURCE) for t in _tasks(ctx, study)}
+    measured = "; ".join(f"{t}: {_pcts(ctx, study, t, last)} ({fmt_ci(*d[:3], 100, 1)} pts)" for t, d in diffs.items())
+    rise = [_ppl(ctx, study, LS, c, last) / _ppl(ctx, study, SOURCE, c, last) - 1 for c in _corpora(ctx, study)]
+    change = [100 * d[0] for d in diffs.values()]
+    covers = sum(d[1] <= 0 <= d[2] for d in diffs.values())
+    measured = f"last exit pretrained / plain / LD+EE, n = {min(d[3] for d in diffs.values())}: {measured}"
+    return Verdict(min(d[0] for d in diffs.values()) >= -TABLE1_LAST_TASK, measured, lambda: (
+                       "budget", f"the point estimates move {min(change):+.1f} to {max(change):+.1f} points (Table "
+                                 f"1: at most 2.9 down) with the last-exit perplexity {min(rise):+.1%} to "
+                                 f"{max(rise):+.1%} vs pretrained across the corpora; {covers} of {len(diffs)} "
+                                 "intervals still include 0; needs: the budget sweep and more items"))
+
+
+def classification_vs_generation(ctx: Context) -> Verdict:
+    """Sec. 6.1: on the pretrained model, multiple-choice tasks keep accuracy at the middle exit (95 % lower bound
+    above chance), generation collapses (at most 5 %, threshold ours)."""
+    study = ctx.acfg.studies[0].name
+    middle, last = _depth(ctx)
+    kept, collapsed, parts = [], [], []
+    for task in _tasks(ctx, study):
+        p, n = _task(ctx, study, SOURCE, task, middle)
+        parts.append(f"{task} {100 * _task(ctx, study, SOURCE, task, last)[0]:.1f} -> {100 * p:.1f}")
+        if task in CHANCE_ACCURACY:
+            kept.append(p - Z95 * math.sqrt(p * (1 - p) / n) > CHANCE_ACCURACY[task] / 100)
+        else:
+            collapsed.append(p <= GENERATION_COLLAPSE)
+    if not kept or not collapsed:
+        raise Unmeasured("needs a multiple-choice and a generation task in pretrained_tasks")
+    corpus = _corpus(ctx, study)
+    measured = f"pretrained last -> middle exit (%): {'; '.join(parts)} (n = {n})"
+    return Verdict(all(kept) and all(collapsed), measured, lambda: (
+        "scale", f"the pretrained model's middle exit has perplexity {_ppl(ctx, study, SOURCE, corpus, middle):.3g} on "
+                 f"{corpus} (its last {_ppl(ctx, study, SOURCE, corpus, last):.3g}): multiple-choice kept above chance "
+                 f"at {sum(kept)} of {len(kept)} tasks, generation collapsed at {sum(collapsed)} of {len(collapsed)}"))
+
+
+def code_middle_tasks(ctx: Context, study: str = "code") -> Verdict:
+    """Fig. 10a: on the coding task, LD+EE above plain fine-tuning at every early exit, the middle one's interval
+    above 0."""
+    middle, last = _depth(ctx)
+    tasks = ctx.table("pretrained_tasks")
+    coding = [t for t in CODING_TASKS if t in set(tasks["task"])]
+    if not coding:
+        raise Unmeasured(f"pretrained_tasks has no coding task {CODING_TASKS}")
+    layers = sorted(set(tasks.loc[(tasks["study"] == study) & (tasks["exit_layer"] < last), "exit_layer"]))
+    rows = {(t, e): _diff(ctx, study, t, e, PLAIN) for t in coding for e in layers}
+    measured = "; ".join(f"{t} exit {e}: plain / LD+EE {_pcts(ctx, study, t, e, (PLAIN, LS))}" for t, e in rows)
+    mid = {t: rows[t, middle] for t in coding}
+    measured += "; at the middle exit " + "; ".join(f"{t} {fmt_ci(*d[:3], 100, 1)} pts (n = {d[3]})"
+                                                    for t, d in mid.items())
+    held = all(d[0] > 0 for d in rows.values()) and all(d[1] > 0 for d in mid.values())
+    corpus = _corpus(ctx, study)
+    t = coding[0]
+    return Verdict(held, measured, lambda: (
+        "budget", f"the LD+EE middle exit scores {100 * _task(ctx, study, LS, t, middle)[0]:.1f} % on {t} (chance "
+                  f"{CHANCE_ACCURACY.get(t, float('nan')):.0f} %) after {_tokens(ctx, study):,} tokens (its {corpus} "
+                  f"perplexity {_ppl(ctx, study, LS, corpus, middle):.3g} vs {_ppl(ctx, study, LS, corpus, last):.3g} "
+                  f"at the last exit); the middle exit's interval is {fmt_ci(*mid[t][:3], 100, 1)} pts"))
+
+
+def code_last(ctx: Context, study: str = "code") -> Verdict:
+    """Fig. 10a: the last exit's coding accuracy no more than 2.9 points below plain fine-tuning's (Table 1's largest
+    last-layer drop); the perplexity on the fine-tuning corpus reported beside it."""
+    _, last = _depth(ctx)
+    corpus = _corpus(ctx, study)
+    t = CODING_TASKS[0]
+    diff, lo, hi, n = _diff(ctx, study, t, last, PLAIN)
+    rise = _ppl(ctx, study, LS, corpus, last) / _ppl(ctx, study, PLAIN, corpus, last) - 1
+    measured = (f"last exit {t} plain / LD+EE {_pcts(ctx, study, t, last, (PLAIN, LS))} "
+                f"({fmt_ci(diff, lo, hi, 100, 1)} pts, n = {n}); {corpus} ppl plain "
+                f"{_ppl(ctx, study, PLAIN, corpus, last):.2f} / LD+EE {_ppl(ctx, study, LS, corpus, last):.2f} "
+                f"({rise:+.1%})")
+    return Verdict(diff >= -TABLE1_LAST_TASK, measured, lambda: (
+        "budget", f"the last exit lost {rise:+.1%} perplexity on {corpus}, its own fine-tuning corpus, after "
+                  f"{_tokens(ctx, study):,} tokens, and {t} moves {100 * diff:+.1f} points (interval "
+                  f"{fmt_ci(diff, lo, hi, 100, 1)}); needs: the budget sweep (ls.new.last_exit_cost_vs_budget) and "
+                  "more items"))
+
+
+def ld_ee_vs_variants(ctx: Context, study: str = "code") -> Verdict:
+    """Fig. 10a: LD+EE's middle-exit coding accuracy above LD's and EE's (interval above 0)."""
+    tasks = ctx.table("pretrained_tasks")
+    recipes = set(tasks.loc[tasks["study"] == study, "recipe"])
+    if not {"ld", "ee", LS} <= recipes:
+        raise Unmeasured(f"needs: the {study} study with ld and ee recipes beside ld_ee (the gpu preset runs them; "
+                         f"this run has {sorted(recipes)})")
+    middle, _ = _depth(ctx)
+    diffs = {(t, r): _diff(ctx, study, t, middle, r) for t in CODING_TASKS for r in ("ld", "ee")}
+    measured = "; ".join(f"{t} LD+EE - {r.upper()} {fmt_ci(*d[:3], 100, 1)} pts" for (t, r), d in diffs.items())
+    best = max(min(diffs[t, r][1] for r in ("ld", "ee")) for t in CODING_TASKS)
+    return Verdict(best > 0, f"middle exit {middle}: {measured}", lambda: (
+        "budget", f"no coding task separates LD+EE from both LD and EE: {measured}"))
+
+
+CHECKS: dict[str, Check] = {
+    "ls.tab1.continual_middle_ppl": partial(middle_ratio, study="continual", base=SOURCE),
+    "ls.tab1.continual_middle_ppl.ours": partial(middle_3x, study="continual"),
+    "ls.fig6.continual_every_early_exit": partial(every_early_exit, study="continual"),
+    "ls.tab1.continual_last_ppl": partial(last_ppl, study="continual"),
+    "ls.tab1.continual_last_ppl.ours": partial(last_ppl_5pct, study="continual"),
+    "ls.tab1.continual_middle_tasks": partial(middle_tasks, study="continual"),
+    "ls.tab1.continual_middle_tasks.ours": partial(middle_tasks_plain, study="continual"),
+    "ls.tab1.continual_last_tasks": partial(last_tasks, study="continual"),
+    "ls.tab1.classification_vs_generation": classification_vs_generation,
+    "ls.fig10a.code_middle_ppl": partial(middle_ratio, study="code", base=PLAIN, own_corpus=True),
+    "ls.fig10a.code_middle_ppl.ours": partial(middle_3x, study="code"),
+    "ls.fig10a.code_middle_tasks": code_middle_tasks,
+    "ls.fig10a.code_middle_tasks.ours": partial(middle_tasks_plain, study="code"),
+    "ls.fig10a.code_last": code_last,
+    "ls.fig10a.code_last.ours": partial(last_ppl_5pct, study="code"),
+    "ls.fig10a.ld_ee_vs_variants": ld_ee_vs_variants,
+}

@@ -1,0 +1,413 @@
+"""Chapter 05's claim checks on self-speculative decoding (LayerSkip, paper 004, Sec. 4.3 and 6.2): exactness
+(Sec. 4.3.2; Tables 5, 10), acceptance against the exit layer (Tables 5, 10), the recipe a model needs (Sec. 8),
+cache reuse (Sec. 4.3.3, Table 6), speedups (Tables 2, 3, 4, 10) and transformers' assistant_early_exit beside ours.
+
+Four decoding studies, one table each (`rlib.layerskip.decode_study`): from scratch (`decoding`), continual
+pretraining (`decoding_continual`), code fine-tuning (`decoding_code`) and parsing (`decoding_parse`); "baseline" is
+the model trained without LayerSkip, "ld_ee" the LayerSkip model. A decoding claim about acceptance or speed counts
+only on greedy output that passes issue 25's gate (distinct-2 >= 0.5; exactness needs no gate).
+`CHECKS` maps each claim id to its check (`rlib.layerskip.claims.judge` runs them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import pandas as pd
+
+from rlib.layerskip.claim_base import (
+    GATE,
+    Check,
+    Context,
+    Unmeasured,
+    Verdict,
+    ar_row,
+    diff_ci,
+    drafted,
+    fmt_ci,
+    gate_fails,
+    one,
+    spec_rows,
+)
+from rlib.layerskip.decode_costs import speedup_at
+from rlib.layerskip.tables import best_whole_head
+
+__all__ = ["CHECKS", "STUDIES", "DecodingStudy"]
+
+LS, PLAIN = "ld_ee", "baseline"
+PEERS = ("self_speculative", "hf_early_exit", "hf_greedy")  # the decoders whose output must equal greedy's
+TABLE6_SAVING = 0.055  # Table 6's smallest saving of KVQ reuse: TOPv2 E=12, 104 vs 110 ms/token
+RECIPE_BOUND = 1.1  # "little or no speedup" without the recipe (threshold ours)
+BOOK_GOAL = 1.5  # the book's old speedup goal (threshold ours)
+
+
+@dataclass(frozen=True)
+class DecodingStudy:
+    key: str  # scratch / continual / code / parse
+    table: str  # the decoding table of this study
+    paper: str  # the paper's table with the speedups of this setting
+    goal: float  # its lowest (Table 10: CPU best) self-speculative speedup
+    acceptance: str  # the acceptance it reports
+
+
+STUDIES = {
+    "scratch": DecodingStudy("scratch", "decoding", "Table 3", 1.76, "77.4-77.8 %"),
+    "continual": DecodingStudy("continual", "decoding_continual", "Table 2", 1.34, "54.6-74.5 %"),
+    "code": DecodingStudy("code", "decoding_code", "Table 4", 1.82, "45 %"),
+    "parse": DecodingStudy("parse", "decoding_parse", "Table 10", 1.90, "76-99 %"),
+}
+TABLE10_SPEEDUP = {0.25: 1.90, 0.5: 1.59, 0.75: 1.23}  # per E / L: 165 ms over 87 / 104 / 134 ms (E = 6, 12, 18)
+TABLE10_ACCEPTANCE = {0.25: 0.76, 0.5: 0.97, 0.75: 0.99}  # d = 7 on CPU
+TABLE10_DRAFTS = 7
+
+
+def _depth_share(exit_layer: int, n_layers: int, table: dict[float, float]) -> float:
+    """Table 10's value at the share of depth (L/4, L/2, 3L/4) nearest E / L."""
+    return table[min(table, key=lambda share: abs(share - exit_layer / n_layers))]
+
+
+def _span(values: pd.Series, digits: int = 2) -> str:
+    return f"{values.min():.{digits}f}-{values.max():.{digits}f}"
+
+
+def _agreement(ctx: Context, study: DecodingStudy, exits: list[int]) -> str:
+    """How often the drafting exits agree with the last on held-out text (teacher-forced), where a table has it."""
+    try:
+        if study.key == "scratch":
+            values = [one(ctx.table("exits"), "exits", recipe=LS, exit_layer=e)["agree_last"] for e in exits]
+            return (f"teacher-forced, exits {'/'.join(map(str, exits))} agree with the last on "
+                    f"{'/'.join(f'{v:.3f}' for v in values)} of held-out positions (exits)")
+        if study.key == "parse":
+            values = [one(ctx.table("parse_exits"), "parse_exits", recipe=LS, exit_layer=e)["token_acc"]
+                      for e in exits]
+            return (f"teacher-forced token accuracy of exits {'/'.join(map(str, exits))} is "
+                    f"{'/'.join(f'{v:.3f}' for v in values)} (parse_exits)")
+        exits_table = ctx.table("pretrained_exits")
+        corpus = next(s.corpus for s in ctx.acfg.studies if s.name == study.key)
+        middle = int(exits_table["exit_layer"].max()) // 2
+        row = one(exits_table, "pretrained_exits", study=study.key, recipe=LS, corpus=corpus, exit_layer=middle)
+        return f"its middle exit agrees with the last on {row['agree_last']:.2f} of held-out {corpus} positions"
+    except (Unmeasured, StopIteration):
+        return ""
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------------------------------------------- exactness
+def exact(ctx: Context, study: DecodingStudy) -> Verdict:
+    table = ctx.table(study.table)
+    rows = table[table["method"].isin(PEERS)]
+    if rows.empty:
+        raise Unmeasured(f"{study.table} has no self-speculative rows")
+    same = rows["identical_to_greedy"].astype(bool)
+    measured = f"{int(same.sum())} of {len(rows)} decoder settings identical to greedy on every prompt"
+    if "score" in table:  # parsing: the generated parses' exact match, per model
+        spec = table[table["method"] == "self_speculative"]
+        scores = [f"{r}: {sorted(spec.loc[spec['recipe'] == r, 'score'].unique())} vs autoregressive "
+                  f"{ar_row(table, r)['score']:.2f}" for r in dict.fromkeys(table["recipe"])]
+        measured += "; self-speculative exact match " + ", ".join(scores)
+    return Verdict(bool(same.all()), measured, lambda: (
+        "setup", f"{', '.join(rows.loc[~same, 'label'].astype(str))} differ from the greedy output: verification must "
+                 "keep exactly the greedy tokens, so a decoder path is wrong"))
+
+
+# --------------------------------------------------------------------------------------------------- acceptance
+def _rises(table: pd.DataFrame) -> list[tuple[int, int, int, float, float, float, float]]:
+    """Per d, each step to the next larger E of the LayerSkip model: (d, E1, E2, diff, lower, upper, drafted)."""
+    steps = []
+    for n_draft, part in spec_rows(table, LS).groupby("n_draft"):
+        part = part.sort_values("exit_layer")
+        for (_, a), (_, b) in zip(part.iloc[:-1].iterrows(), part.iloc[1:].iterrows()):
+            diff, lo, hi = diff_ci(a["acceptance"], drafted(a), b["acceptance"], drafted(b))
+            steps.append((int(n_draft), int(a["exit_layer"]), int(b["exit_layer"]), diff, lo, hi,
+                          min(drafted(a), drafted(b))))
+    if not steps:
+        raise Unmeasured("one exit layer only: acceptance cannot be read against E")
+    return steps
+
+
+def _acceptance_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> tuple[str, str]:
+    rows = spec_rows(table, LS)
+    exits = sorted(set(rows["exit_layer"].astype(int)))
+    loop = gate_fails(table, LS)
+    if loop is not None:
+        first = (f"the LD+EE model's greedy output fails the gate (distinct-2 {loop:.2f} < {GATE}), so acceptance "
+                 "measures how easily an exit drafts a loop")
+    else:
+        open_ = [s for s in _rises(table) if s[4] <= 0]
+        first = ("the intervals of "
+                 + ", ".join(f"d={d} E={a}->{b} {fmt_ci(x, lo, hi)}" for d, a, b, x, lo, hi, _ in open_)
+                 + f" include 0 (about {min(s[6] for s in open_):.0f} drafted tokens each)" if open_ else
+                 f"acceptance {_span(rows['acceptance'])} does not rise with E")
+    return "budget", _join(first, _agreement(ctx, study, exits))
+
+
+def acceptance_rises(ctx: Context, study: DecodingStudy) -> Verdict:
+    """Tables 5, 10: the LayerSkip model's acceptance rises with E at every d (each step's interval above 0), on
+    output that passes the gate."""
+    table = ctx.table(study.table)
+    steps = _rises(table)
+    measured = "; ".join(f"d={d} E={a}->{b}: {fmt_ci(x, lo, hi)}" for d, a, b, x, lo, hi, _ in steps)
+    distinct = float(ar_row(table, LS)["distinct_2"])
+    held = gate_fails(table, LS) is None and all(s[4] > 0 for s in steps)
+    return Verdict(held, f"LD+EE acceptance difference [95 % interval]: {measured}; greedy distinct-2 {distinct:.2f}",
+                   lambda: _acceptance_diagnosis(ctx, study, table))
+
+
+def acceptance_rises_mean(ctx: Context, study: DecodingStudy) -> Verdict:
+    """The book's old claim: the LayerSkip model's acceptance, mean over d, rises with E."""
+    table = ctx.table(study.table)
+    by_exit = spec_rows(table, LS).groupby("exit_layer")["acceptance"].mean()
+    return Verdict(bool(by_exit.is_monotonic_increasing), "; ".join(f"E={e}: {a:.2f}" for e, a in by_exit.items()),
+                   lambda: _acceptance_diagnosis(ctx, study, table))
+
+
+# ------------------------------------------------------------------------------------------------------- Sec. 8
+def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float]) -> tuple[str, str]:
+    plain = spec_rows(table, PLAIN)["acceptance"]
+    loop = gate_fails(table, PLAIN)
+    if loop is not None:
+        return "budget", (f"the baseline's greedy output is a loop (distinct-2 {loop:.2f} < {GATE}) that any exit "
+                          f"drafts (acceptance {_span(plain)}); needs: the same comparison on gate-passing output")
+    if best[PLAIN] > RECIPE_BOUND:
+        return "disagrees with the paper", (f"the baseline model reaches {best[PLAIN]:.2f}x on gate-passing output "
+                                            f"(acceptance {_span(plain)})")
+    return "budget", f"neither model gains: baseline {best[PLAIN]:.2f}x, LayerSkip {best[LS]:.2f}x"
+
+
+def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Verdict:
+    """Sec. 8: the baseline model's best self-speculative speedup at most 1.1x and below LayerSkip's; with gate, on
+    baseline output that passes the gate."""
+    table = ctx.table(study.table)
+    best = {r: float(spec_rows(table, r)["speedup"].max()) for r in (PLAIN, LS)}
+    loops = {r: float(ar_row(table, r)["distinct_2"]) for r in (PLAIN, LS)}
+    held = best[PLAIN] <= RECIPE_BOUND and best[PLAIN] < best[LS] and (not gate or loops[PLAIN] >= GATE)
+    measured = (f"best speedup over (E, d): baseline {best[PLAIN]:.2f}x (acceptance "
+                f"{_span(spec_rows(table, PLAIN)['acceptance'], 3)}), LayerSkip {best[LS]:.2f}x; greedy distinct-2 "
+                f"baseline {loops[PLAIN]:.2f}, LayerSkip {loops[LS]:.2f}")
+    return Verdict(held, measured, lambda: _recipe_diagnosis(table, best))
+
+
+# ----------------------------------------------------------------------------------------------------- Table 6
+def _savings(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.Series]]:
+    """(ms/token per (E, d) and cache mode of the LayerSkip model, kvq's saving over each other mode)."""
+    wide = spec_rows(table, LS, reuse=None).pivot_table(index=["exit_layer", "n_draft"], columns="reuse",
+                                                        values="ms_per_token")
+    others = [c for c in wide.columns if c != "kvq"]
+    if "kvq" not in wide or not others:
+        raise Unmeasured("needs kvq and another cache mode (kv or none) on the LayerSkip model")
+    return wide, {c: 1 - wide["kvq"] / wide[c] for c in others}
+
+
+def _timing_noise(ctx: Context) -> tuple[float, float, str] | None:
+    """(smallest, largest relative difference, details) of the settings timed twice in this run's tables: the parsing
+    model's rows in `decoding_parse` and again in `decoding_matmul` (fast_matmul on); None without both tables."""
+    if not ctx.has("decoding_parse", "decoding_matmul"):
+        return None
+    again = ctx.table("decoding_matmul")
+    first = ctx.table("decoding_parse")
+    pairs = []
+    for row in again[again["fast_matmul"].astype(bool)].itertuples():
+        match = first[(first["recipe"] == row.recipe) & (first["label"] == row.label)]
+        if len(match):
+            a, b = float(match["ms_per_token"].iloc[0]), float(row.ms_per_token)
+            pairs.append((abs(a - b) / min(a, b), f"{row.label} {a:.2f} vs {b:.2f} ms"))
+    if not pairs:
+        return None
+    return min(p[0] for p in pairs), max(p[0] for p in pairs), "; ".join(p[1] for p in pairs)
+
+
+def _reuse_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> tuple[str, str]:
+    wide, savings = _savings(table)
+    below = sum(int((s < TABLE6_SAVING).sum()) for s in savings.values())
+    total = sum(len(s) for s in savings.values())
+    loop = gate_fails(table, LS)
+    if loop is not None:
+        return "budget", (f"measured on looping output (distinct-2 {loop:.2f}) at {_span(wide['kvq'])} ms/token; "
+                          f"{below} of {total} savings are below Table 6's smallest 5.5 %; needs: gate-passing output "
+                          "and >= 3 timing repeats with intervals")
+    noise = _timing_noise(ctx)
+    if noise is None:
+        return "setup", (f"{below} of {total} savings are below 5.5 % from one timing repeat; needs: >= 3 repeats "
+                         "with intervals")
+    small = sum(int((s < noise[1]).sum()) for s in savings.values())
+    return "setup", (f"one timing repeat: the same setting timed twice in this run's tables differs by {noise[0]:.1%}-"
+                     f"{noise[1]:.1%} ({noise[2]}), more than {small} of {total} savings measured here; needs: >= 3 "
+                     "repeats over more prompts with intervals")
+
+
+def kvq_reuse(ctx: Context, study: DecodingStudy) -> Verdict:
+    """Table 6: kvq faster than every other cache mode at every (E, d) by at least 5.5 %, on gate-passing output."""
+    table = ctx.table(study.table)
+    wide, savings = _savings(table)
+    measured = "; ".join(f"saving vs {c} per (E, d) {', '.join(f'{100 * v:.1f}' for v in s)} % "
+                         f"({int((s >= TABLE6_SAVING).sum())} of {len(s)} >= 5.5 %), mean {wide['kvq'].mean():.2f} "
+                         f"vs {wide[c].mean():.2f} ms"
+                         for c, s in savings.items())
+    held = gate_fails(table, LS) is None and all((s >= TABLE6_SAVING).all() for s in savings.values())
+    return Verdict(held, f"{measured}; greedy distinct-2 {ar_row(table, LS)['distinct_2']:.2f}",
+                   lambda: _reuse_diagnosis(ctx, study, table))
+
+
+def kvq_reuse_most(ctx: Context, study: DecodingStudy) -> Verdict:
+    """The book's old claim: kvq faster than each other mode at most (more than half of the) settings."""
+    table = ctx.table(study.table)
+    wide, _ = _savings(table)
+    wins = {c: int((wide["kvq"] < wide[c]).sum()) for c in wide.columns if c != "kvq"}
+    measured = "; ".join(f"kvq faster than {c} at {w} of {len(wide)} settings, mean ms/token "
+                         f"{wide['kvq'].mean():.2f} vs {wide[c].mean():.2f}" for c, w in wins.items())
+    return Verdict(all(w > len(wide) / 2 for w in wins.values()), measured, lambda: _reuse_diagnosis(ctx, study, table))
+
+
+# ----------------------------------------------------------------------------------------------------- speedups
+def _ceiling(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> str:
+    """The cost model's whole-head speedup at acceptance 1 at the best (E, d) (parsing only, where it is timed)."""
+    if study.key != "parse" or not ctx.has("decoding_costs"):
+        return ""
+    best, tokens = best_whole_head(table[table["recipe"] == LS])
+    ceiling = speedup_at(ctx.table("decoding_costs"), 1.0, int(best["exit_layer"]), int(best["n_draft"]), tokens,
+                         ctx.pcfg.decode_prompts)
+    return (f"the measured cost model gives at most {ceiling:.2f}x with the whole head at E={int(best['exit_layer'])}, "
+            f"d={int(best['n_draft'])} even at acceptance 1")
+
+
+def _speedup_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> tuple[str, str]:
+    rows = spec_rows(table, LS)
+    loop = gate_fails(table, LS)
+    gate = (f"the LD+EE model's greedy output fails the gate (distinct-2 {loop:.2f} < {GATE}): its speedup rests on a "
+            f"loop that {study.paper}'s real outputs do not have") if loop is not None else ""
+    exits = sorted(set(rows["exit_layer"].astype(int)))
+    return "budget", _join(gate, f"acceptance {_span(rows['acceptance'])} against {study.paper}'s {study.acceptance}",
+                           _agreement(ctx, study, exits), _ceiling(ctx, study, table))
+
+
+def speedup(ctx: Context, study: DecodingStudy) -> Verdict:
+    """Tables 2-4, 10: the baseline model's autoregressive ms/token over the LayerSkip model's self-speculative one
+    (the paper's speedup) at the best (E, d) at least the paper's; parsing also per E at d = 7 (Table 10's)."""
+    table = ctx.table(study.table)
+    rows = spec_rows(table, LS)
+    plain_ms = float(ar_row(table, PLAIN)["ms_per_token"])
+    paper_style = plain_ms / rows["ms_per_token"]
+    top = rows.loc[paper_style.idxmax()]
+    held = paper_style.max() >= study.goal and gate_fails(table, LS) is None
+    per_exit = ""
+    if study.key == "parse":
+        n_layers = int(ar_row(table, LS)["exit_layer"])
+        at_d = rows[rows["n_draft"] == TABLE10_DRAFTS]
+        needed = {int(e): _depth_share(int(e), n_layers, TABLE10_SPEEDUP) for e in at_d["exit_layer"]}
+        got = dict(zip(at_d["exit_layer"].astype(int), plain_ms / at_d["ms_per_token"]))
+        held = held and all(got[e] >= needed[e] for e in got)
+        per_exit = "; d=7: " + ", ".join(f"E={e} {got[e]:.2f}x (Table 10 {needed[e]:.2f}x)" for e in sorted(got))
+    measured = (f"baseline autoregressive {plain_ms:.2f} ms over LD+EE self-speculation: best "
+                f"{paper_style.max():.2f}x at E={int(top['exit_layer'])}, d={int(top['n_draft'])} (acceptance "
+                f"{top['acceptance']:.2f}){per_exit}; same-model best {rows['speedup'].max():.2f}x; greedy distinct-2 "
+                f"{ar_row(table, LS)['distinct_2']:.2f}; {study.paper}: {study.goal}x")
+    return Verdict(bool(held), measured, lambda: _speedup_diagnosis(ctx, study, table))
+
+
+def speedup_same_model(ctx: Context, study: DecodingStudy) -> Verdict:
+    """The book's old claim: self-speculation over autoregressive decoding of the same LayerSkip model >= 1.5x at the
+    best (E, d), on output with distinct-2 >= 0.5."""
+    table = ctx.table(study.table)
+    rows = spec_rows(table, LS)
+    top = rows.loc[rows["speedup"].idxmax()]
+    fluent = float(ar_row(table, LS)["distinct_2"])
+    measured = (f"best {top['speedup']:.2f}x at E={int(top['exit_layer'])}, d={int(top['n_draft'])} (acceptance "
+                f"{top['acceptance']:.2f}, layer-count model {top['predicted_speedup']:.2f}x); greedy output "
+                f"distinct-2 {fluent:.2f}")
+    return Verdict(bool(top["speedup"] >= BOOK_GOAL and fluent >= GATE), measured,
+                   lambda: _speedup_diagnosis(ctx, study, table))
+
+
+def acceptance_levels(ctx: Context, study: DecodingStudy) -> Verdict:
+    """Table 10: at d = 7 the LayerSkip model accepts at least 76 / 97 / 99 % of drafts at E = L/4, L/2, 3L/4."""
+    table = ctx.table(study.table)
+    rows = spec_rows(table, LS)
+    rows = rows[rows["n_draft"] == TABLE10_DRAFTS]
+    if rows.empty:
+        raise Unmeasured(f"needs self-speculation at d = {TABLE10_DRAFTS} (Table 10's)")
+    n_layers = int(ar_row(table, LS)["exit_layer"])
+    pairs = [(int(r.exit_layer), r.acceptance, _depth_share(int(r.exit_layer), n_layers, TABLE10_ACCEPTANCE))
+             for r in rows.sort_values("exit_layer").itertuples()]
+    measured = "d=7: " + ", ".join(f"E={e} {a:.3f} (Table 10 {p:.2f})" for e, a, p in pairs)
+    return Verdict(all(a >= p for _, a, p in pairs), measured, lambda: (
+        "budget", _join("the drafting exits are under-trained", _agreement(ctx, study, [p[0] for p in pairs]))))
+
+
+# -------------------------------------------------------------------------------------------- beyond the paper
+def vs_transformers(ctx: Context, study: DecodingStudy) -> Verdict:
+    """Ours (kvq) faster than transformers' assistant_early_exit at every shared (E, d) (threshold ours)."""
+    table = ctx.table(study.table)
+    peer = table[(table["method"] == "hf_early_exit") & (table["recipe"] == LS)].set_index(
+        ["exit_layer", "n_draft"])["ms_per_token"]
+    if peer.empty:
+        raise Unmeasured(f"{study.table} has no transformers assistant_early_exit rows")
+    mine = spec_rows(table, LS).set_index(["exit_layer", "n_draft"])["ms_per_token"].reindex(peer.index)
+    faster = int((mine < peer).sum())
+    measured = (f"mean ms/token ours {mine.mean():.2f} vs transformers {peer.mean():.2f}, faster at {faster} of "
+                f"{len(peer)}")
+    greedy = table[(table["method"] == "hf_greedy") & (table["recipe"] == LS)]
+    if len(greedy):
+        first = peer.index[0]
+        own = float(ar_row(table, LS)["ms_per_token"]) / mine[first]
+        theirs = float(greedy["ms_per_token"].iloc[0]) / peer[first]
+        measured += (f"; over its own greedy at E={first[0]} d={first[1]}: ours {own:.2f}x, transformers "
+                     f"{theirs:.2f}x")
+    return Verdict(faster == len(peer), measured, lambda: ("setup", f"transformers is as fast or faster at "
+                                                            f"{len(peer) - faster} of {len(peer)} settings"))
+
+
+def task_vocabulary(ctx: Context) -> Verdict:
+    """Beyond the paper: drafting over the task vocabulary (the whole head verifies) >= 1.5x at the best (E, d),
+    exact and on gate-passing output (threshold ours)."""
+    table = ctx.table("decoding_parse")
+    narrow = spec_rows(table, LS, reuse=None, vocab=True)
+    best = narrow.loc[narrow["speedup"].idxmax()]
+    whole = float(spec_rows(table, LS)["speedup"].max())
+    fluent = float(ar_row(table, LS)["distinct_2"])
+    same = narrow["identical_to_greedy"].astype(bool)
+    measured = (f"best {best['speedup']:.2f}x at E={int(best['exit_layer'])}, d={int(best['n_draft'])} (acceptance "
+                f"{best['acceptance']:.2f}) vs {whole:.2f}x drafting with the whole head; identical to greedy at "
+                f"{int(same.sum())} of {len(narrow)} settings; distinct-2 {fluent:.2f}")
+    return Verdict(bool(best["speedup"] >= BOOK_GOAL and fluent >= GATE and same.all()), measured, lambda: (
+        "budget", f"best {best['speedup']:.2f}x at acceptance {best['acceptance']:.2f}"))
+
+
+def model_size_trends(ctx: Context) -> Verdict:
+    """Tables 2 and 3's speedup against model size: every decoding study here has one model size."""
+    present = [s.table for s in STUDIES.values() if ctx.has(s.table)]
+    if not present:
+        raise Unmeasured("needs a decoding table")
+    return Verdict("not testable at this scale", f"one model size per decoding study ({', '.join(present)}): a "
+                                                 f"{ctx.cfg.n_layers}-layer model from scratch, {ctx.acfg.model} for "
+                                                 "the others; no size trend to read")
+
+
+def _study(check, key: str) -> Check:
+    return partial(check, study=STUDIES[key])
+
+
+CHECKS: dict[str, Check] = {}
+for _key, _speedup_id in (("scratch", "ls.tab3.scratch_speedup"), ("continual", "ls.tab2.continual_speedup"),
+                          ("code", "ls.tab4.code_speedup"), ("parse", "ls.tab10.parse_speedup")):
+    CHECKS.update({
+        f"ls.exact.{_key}": _study(exact, _key),
+        f"ls.tab10.acceptance_rises_with_e.{_key}": _study(acceptance_rises, _key),
+        f"ls.tab10.acceptance_rises_with_e.{_key}.ours": _study(acceptance_rises_mean, _key),
+        f"ls.s8.recipe_required.{_key}": _study(recipe_required, _key),
+        f"ls.s8.recipe_required.{_key}.ours": partial(recipe_required, study=STUDIES[_key], gate=False),
+        _speedup_id: _study(speedup, _key),
+        f"{_speedup_id}.ours": _study(speedup_same_model, _key),
+    })
+for _key in ("scratch", "parse"):
+    CHECKS.update({
+        f"ls.tab6.kvq_reuse.{_key}": _study(kvq_reuse, _key),
+        f"ls.tab6.kvq_reuse.{_key}.ours": _study(kvq_reuse_most, _key),
+        f"ls.ours.vs_transformers.{_key}": _study(vs_transformers, _key),
+    })
+CHECKS["ls.tab10.acceptance_levels.parse"] = _study(acceptance_levels, "parse")
+CHECKS["ls.ours.task_vocabulary_drafting"] = task_vocabulary
+CHECKS["ls.tab23.model_size_trends"] = model_size_trends

@@ -1,0 +1,320 @@
+"""Chapter 05's claim checks on training (LayerSkip, paper 004): Fig. 2's probe (Sec. 2.1), the from-scratch recipes
+exit by exit (Sec. 6.1, Fig. 8), the middle exit during training (Sec. 7, Fig. 11), the dropout schedules (Sec. 10.3,
+Fig. 12), the early-exit curricula (Sec. 4.1.2) and the training costs of the conclusion (Sec. 9).
+
+Tables read: layers_needed, exits, middle_vs_last, curricula, schedules, probe_curves, train_curves, step_times.
+`CHECKS` maps each claim id to its check (`rlib.layerskip.claims.judge` runs them).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rlib.layerskip.claim_base import Check, Context, Unmeasured, Verdict, one
+from rlib.layerskip.tables import RECIPE_LABELS
+
+__all__ = ["CHECKS"]
+
+PAPER_FIRST, PAPER_DEPTH = 23.45, 32  # Sec. 2.1: layers a token needs of Llama1 7B's 32 on HumanEval/0
+TABLE1_LAST_PPL = 0.005  # Table 1's largest last-layer perplexity rise (13B The Stack 2.05 -> 2.06), +0.5 %
+TABLE1_LAST_TASK = 0.029  # Table 1's largest last-layer task drop (7B MMLU 46.0 -> 43.1), 2.9 points
+LS, BASE = "ld_ee", "baseline"
+
+
+def _exit(ctx: Context, recipe: str, layer: int) -> pd.Series:
+    return one(ctx.table("exits"), "exits", recipe=recipe, exit_layer=layer)
+
+
+def _row(ctx: Context, name: str, recipe: str) -> pd.Series:
+    return one(ctx.table(name), name, recipe=recipe)
+
+
+def _sd(value: float) -> float:
+    """A seed s.d. (NaN for a single seed) as a number: 0 when only one seed ran."""
+    return 0.0 if pd.isna(value) else float(value)
+
+
+# ------------------------------------------------------------------------------------------------------ Fig. 2
+def layers_needed(ctx: Context) -> Verdict:
+    row = one(ctx.table("layers_needed"), "layers_needed", model="pretrained")
+    layers = row["mean_first"] / (1 - row["saving_bound_first"])
+    paper = 1 - PAPER_FIRST / PAPER_DEPTH
+    bound = row["saving_bound_first"]
+    measured = (f"pretrained: mean first {row['mean_first']:.2f} of {layers:.0f} layers (saving bound {bound:.1%}), "
+                f"stable {row['mean_stable']:.2f} ({row['saving_bound_stable']:.1%}); {row['tokens']} tokens of "
+                f"one prompt; the paper {PAPER_FIRST} of {PAPER_DEPTH} ({paper:.1%})")
+    return Verdict(abs(bound - paper) <= 0.05, measured, lambda: (
+        "scale", f"one prompt and {row['tokens']} tokens on a {layers:.0f}-layer 135M model give a saving bound of "
+                 f"{bound:.1%}, against the paper's {paper:.1%} on Llama1 7B"))
+
+
+def probe_after_layerskip(ctx: Context) -> Verdict:
+    table = ctx.table("layers_needed")
+    base = one(table, "layers_needed", model="pretrained")
+    others = table[table["model"] != "pretrained"]
+    if others.empty:
+        raise Unmeasured("layers_needed holds no LayerSkip model")
+    lower = (others["mean_first"] < base["mean_first"]) & (others["mean_stable"] < base["mean_stable"])
+    layers = base["mean_first"] / (1 - base["saving_bound_first"])
+    measured = "; ".join(f"{r.model}: first {r.mean_first:.1f}, stable {r.mean_stable:.1f}"
+                         for r in table.itertuples()) + f" of {layers:.0f}"
+    studies = {s.name: s.corpus for s in ctx.acfg.studies}
+    failing = [f"{r.model} (trained on {studies.get(str(r.model).split()[0], 'another corpus')}: first "
+               f"{r.mean_first:.1f}, stable {r.mean_stable:.1f})" for r in others[~lower].itertuples()]
+    return Verdict(bool(lower.all()), measured, lambda: (
+        "setup", f"the probe reads one code prompt (HumanEval/0); {', '.join(failing)} does not lower both of the "
+                 f"pretrained model's readings ({base['mean_first']:.1f} / {base['mean_stable']:.1f}), while "
+                 f"{int(lower.sum())} of {len(others)} LayerSkip models do"))
+
+
+# ------------------------------------------------------------------------------------------------------ Fig. 8
+def _last_gap(ctx: Context) -> str:
+    """The LD+EE vs baseline last-exit NLL gap against the seed s.d. of both, as a sentence."""
+    last = ctx.cfg.n_layers
+    ls, base = _exit(ctx, LS, last), _exit(ctx, BASE, last)
+    gap = ls["nll"] - base["nll"]
+    spread = _sd(ls["nll_sd"])
+    relation = "below" if abs(gap) < spread else "above"
+    return (f"the {gap:+.3f}-nat LD+EE last-exit gap is {relation} its own {int(ls['seeds'])}-seed s.d. "
+            f"({spread:.3f} nats; baseline {_sd(base['nll_sd']):.3f}) after {ctx.scratch_tokens():,} tokens")
+
+
+def scratch_early_exits(ctx: Context) -> Verdict:
+    mid = ctx.cfg.middle_exit
+    early = range(2, mid + 1)  # exit 1 is layer 0's output, which Eq. 5-6 never weight
+    worse = [e for e in early if not (_exit(ctx, LS, e)["ppl"] < _exit(ctx, BASE, e)["ppl"]
+                                      and _exit(ctx, LS, e)["top1_acc"] > _exit(ctx, BASE, e)["top1_acc"])]
+    ls, base = _exit(ctx, LS, mid), _exit(ctx, BASE, mid)
+    gap, spread = base["nll"] - ls["nll"], max(_sd(ls["nll_sd"]), _sd(base["nll_sd"]))
+    recipes = [r for r in ("ld", "ee", LS) if (ctx.table("exits")["recipe"] == r).any()]
+    at = {r: _exit(ctx, r, mid) for r in recipes}
+    ratios = ", ".join(f"{RECIPE_LABELS[r]} {at[r]['ppl']:.1f} ({base['ppl'] / at[r]['ppl']:.2f}x lower, top-1 "
+                       f"{at[r]['top1_acc']:.3f})" for r in recipes)
+    measured = (f"middle exit {mid} ppl: baseline {base['ppl']:.1f} (top-1 {base['top1_acc']:.3f}), {ratios}; LD+EE "
+                f"better (ppl and top-1) at {len(early) - len(worse)} of {len(early)} exits 2-{mid}; middle NLL gap "
+                f"{gap:.3f} nats vs seed s.d. {spread:.3f}")
+    worse_text = f"LD+EE is not better at exits {worse}; " if worse else ""
+    return Verdict(not worse and gap > spread, measured, lambda: (
+        "budget", f"{worse_text}the middle-exit NLL gap {gap:.3f} nats vs the seed s.d. {spread:.3f} "
+                  f"({int(ls['seeds'])} seeds) after {ctx.scratch_tokens():,} tokens; needs: >= 3 seeds"))
+
+
+def scratch_last_exit(ctx: Context) -> Verdict:
+    ls, base = _row(ctx, "middle_vs_last", LS), _row(ctx, "middle_vs_last", BASE)
+    rise = ls["ppl_last"] / base["ppl_last"] - 1
+    drop = base["acc_last"] - ls["acc_last"]
+    measured = (f"last exit ppl baseline {base['ppl_last']:.2f}, LD+EE {ls['ppl_last']:.2f} ({rise:+.1%}); top-1 "
+                f"{base['acc_last']:.4f} / {ls['acc_last']:.4f} ({-100 * drop:+.2f} pts); Table 1's band +0.5 %, "
+                "-2.9 pts")
+    return Verdict(rise <= TABLE1_LAST_PPL and drop <= TABLE1_LAST_TASK, measured,
+                   lambda: ("budget", f"{_last_gap(ctx)}; needs: >= 3 seeds and a longer run"))
+
+
+def scratch_middle_3x(ctx: Context) -> Verdict:
+    ls, base = _row(ctx, "middle_vs_last", LS), _row(ctx, "middle_vs_last", BASE)
+    measured = (f"middle exit ({ctx.cfg.middle_exit}) perplexity {base['ppl_middle']:.1f} -> {ls['ppl_middle']:.1f} "
+                f"({ls['middle_vs_baseline']:.2f}x lower); last exit {base['ppl_last']:.2f} -> {ls['ppl_last']:.2f} "
+                f"({ls['last_vs_baseline'] - 1:+.1%})")
+    return Verdict(bool(ls["middle_vs_baseline"] >= 3 and ls["last_vs_baseline"] <= 1.05), measured, lambda: (
+        "budget", f"the middle exit is {ls['middle_vs_baseline']:.2f}x better where the book asks 3x (the paper's "
+                  f"Fig. 8 gives no ratio), and {_last_gap(ctx)}"))
+
+
+def teacher_forced_acceptance(ctx: Context) -> Verdict:
+    table = ctx.table("middle_vs_last")
+    ls, base = _row(ctx, "middle_vs_last", LS), _row(ctx, "middle_vs_last", BASE)
+    measured = "agree_middle: " + ", ".join(f"{r.label} {r.agree_middle:.3f}" for r in table.itertuples())
+    return Verdict(bool(ls["agree_middle"] > base["agree_middle"]), measured, lambda: (
+        "budget", f"LD+EE's middle exit agrees with its last on {ls['agree_middle']:.3f} of held-out positions vs "
+                  f"the baseline's {base['agree_middle']:.3f} after {ctx.scratch_tokens():,} tokens"))
+
+
+# ----------------------------------------------------------------------------------------------------- Fig. 11
+def _probe_rise(ctx: Context) -> dict[str, float]:
+    """Per recipe: final minus best seed-mean middle-exit NLL over the probe points of one run."""
+    curves = ctx.table("probe_curves")
+    mid = curves[curves["exit_layer"] == ctx.cfg.middle_exit].groupby(["recipe", "step"])["nll"].mean()
+    recipes = set(mid.index.get_level_values("recipe"))
+    if not {BASE, "ee"} <= recipes:
+        raise Unmeasured(f"probe_curves needs baseline and ee runs; it has {sorted(recipes)}")
+    return {r: float(mid.loc[r].iloc[-1] - mid.loc[r].min()) for r in recipes}
+
+
+def ee_prevents_rise(ctx: Context) -> Verdict:
+    ml = {r: _row(ctx, "middle_vs_last", r)["ppl_middle"] for r in (BASE, "ld", "ee")}
+    measured = (f"middle exit {ctx.cfg.middle_exit} ppl after {ctx.scratch_tokens():,} tokens (one budget): baseline "
+                f"{ml[BASE]:.1f}, LD {ml['ld']:.1f}, EE {ml['ee']:.1f}")
+    rise = ""
+    if ctx.has("probe_curves"):
+        rise = f"; the baseline's middle-exit NLL final minus best is {_probe_rise(ctx)[BASE]:+.3f} nats"
+    return Verdict(bool(ml["ee"] <= ml["ld"] < ml[BASE]), measured, lambda: (
+        "budget", f"one token budget: EE {ml['ee']:.1f} vs LD {ml['ld']:.1f} vs baseline {ml[BASE]:.1f} at the "
+                  f"middle exit{rise}; needs: the middle-exit perplexity of baseline, LD and EE at 2-3 token budgets "
+                  "(Fig. 11's three runs)"))
+
+
+def ee_drives_middle(ctx: Context) -> Verdict:
+    ee, ld = (_row(ctx, "middle_vs_last", r)["middle_vs_baseline"] for r in ("ee", "ld"))
+    measured = f"middle-exit perplexity gain over the baseline: EE {ee:.2f}x, LD {ld:.2f}x"
+    seeds = int(_exit(ctx, "ee", ctx.cfg.middle_exit)["seeds"])
+    rotation = ""
+    if ctx.cfg.curriculum == "rotational":
+        every = ctx.cfg.rotation or ctx.cfg.n_layers - 1
+        rotation = (f", and under the rotational curriculum (R = {every}) each early exit gets its loss on one step "
+                    f"in {every}, about {ctx.cfg.steps / every:.0f} of {ctx.cfg.steps} steps")
+    return Verdict(bool(ee > ld), measured,
+                   lambda: ("budget", f"EE {ee:.2f}x vs LD {ld:.2f}x; EE ran {seeds} seed(s){rotation}"))
+
+
+def baseline_middle_rises(ctx: Context, threshold: float | None = None) -> Verdict:
+    """threshold None: the paper's reading (baseline rise above the seed s.d., EE no rise); else the book's old one
+    (baseline rise above `threshold` nats, EE's at most `threshold`)."""
+    rise = _probe_rise(ctx)
+    spread = _sd(_exit(ctx, BASE, ctx.cfg.middle_exit)["nll_sd"])
+    if threshold is None:
+        held = rise[BASE] > spread and rise["ee"] <= 0
+    else:
+        held = rise[BASE] > threshold and rise["ee"] <= threshold
+    measured = (f"final minus best middle-exit NLL within one {ctx.scratch_tokens():,}-token run: baseline "
+                f"{rise[BASE]:+.3f}, EE {rise['ee']:+.3f} nats (baseline seed s.d. {spread:.3f})")
+    return Verdict(bool(held), measured, lambda: (
+        "budget", f"within one {ctx.scratch_tokens():,}-token run the baseline's middle-exit NLL ends "
+                  f"{rise[BASE]:+.3f} nats from its best (seed s.d. {spread:.3f}); needs: the middle-exit perplexity "
+                  "of baseline and EE at 3 token budgets (separate runs, as the paper's)"))
+
+
+# ----------------------------------------------------------------------------------------------------- Fig. 12
+def _final_losses(curves: pd.DataFrame, recipe: str, tail: float = 0.1) -> pd.Series:
+    """Per seed: the mean training loss over the last `tail` of the run (one step's loss is noisy)."""
+    part = curves[curves["recipe"] == recipe]
+    if part.empty:
+        raise Unmeasured(f"train_curves has no {recipe} run")
+
+    def final(losses: pd.Series) -> float:
+        return float(losses.iloc[-max(1, int(tail * len(losses))):].mean())
+
+    return part.sort_values("step").groupby("seed")["loss"].apply(final)
+
+
+def exp_vs_const(ctx: Context) -> Verdict:
+    curves = ctx.table("train_curves")
+    exp, const = _final_losses(curves, "ld"), _final_losses(curves, "ld_const")
+    spread = max(_sd(exp.std()) if len(exp) > 1 else 0.0, _sd(const.std()) if len(const) > 1 else 0.0)
+    gap = const.mean() - exp.mean()
+    rate = ""
+    if ctx.has("schedules"):
+        rate = f"; constant rate {ctx.table('schedules')['dropout_rate_const'].iloc[0]:.4f}"
+    measured = (f"final training loss (last 10 % of steps): Exp {exp.mean():.4f}, Const {const.mean():.4f}, gap "
+                f"{gap:+.4f}, seed s.d. {spread:.4f} ({len(exp)} seeds){rate}")
+    sign = "has the paper's sign but" if gap > 0 else "has the opposite sign and"
+    share = f"{gap / spread:.2f} of" if spread > 0 else "measured without"
+    return Verdict(bool(gap > spread), measured, lambda: (
+        "budget", f"the {gap:+.3f} gap {sign} is {share} the {len(exp)}-seed s.d. ({spread:.3f}) after "
+                  f"{ctx.scratch_tokens():,} tokens; needs: >= 5 seeds or a longer run"))
+
+
+# ------------------------------------------------------------------------------------ Sec. 4.1.2 and Sec. 9
+def _curricula(ctx: Context) -> dict[str, pd.Series]:
+    return {r: _row(ctx, "curricula", r) for r in (BASE, "ee", "ee_all")}
+
+
+def _timing(rows: dict[str, pd.Series], a: str, b: str) -> str:
+    return (f"{RECIPE_LABELS[a]} {rows[a]['step_seconds']:.3f} vs {RECIPE_LABELS[b]} {rows[b]['step_seconds']:.3f} "
+            f"s/step ({rows[a]['step_seconds'] / rows[b]['step_seconds'] - 1:+.1%})")
+
+
+def _timing_diagnosis(rows: dict[str, pd.Series], a: str, b: str) -> tuple[str, str]:
+    return "setup", f"{_timing(rows, a, b)} from one timing per run; needs: repeated timings with intervals"
+
+
+def _curriculum_last(ctx: Context) -> tuple[str, str]:
+    """Diagnosis of the all-layers-hurts-the-last-layer claims: single seeds against the seed s.d. of the others."""
+    last = ctx.cfg.n_layers
+    exits = ctx.table("exits")
+    rows = exits[exits["exit_layer"] == last]
+    spread = rows["nll_sd"].dropna()
+    gap = _exit(ctx, "ee_all", last)["nll"] - _exit(ctx, "ee", last)["nll"]
+    seeds = {r: int(_exit(ctx, r, last)["seeds"]) for r in ("ee", "ee_all")}
+    band = f"{spread.min():.3f}-{spread.max():.3f} nats" if len(spread) else "none run with seeds"
+    return "budget", (f"EE ran {seeds['ee']} seed(s), EE all {seeds['ee_all']}: the EE-all last exit is {gap:+.3f} "
+                      f"nats from the rotational one's, of the order of the last-exit seed s.d. of the recipes run "
+                      f"with seeds ({band}); needs: >= 3 seeds of ee and ee_all and a longer run")
+
+
+def all_layers_slow(ctx: Context) -> Verdict:
+    rows = _curricula(ctx)
+    slower = rows["ee_all"]["step_seconds"] / rows["ee"]["step_seconds"] - 1
+    return Verdict(bool(slower > 0.10), _timing(rows, "ee_all", "ee") + f"; baseline {rows[BASE]['step_seconds']:.3f}",
+                   lambda: _timing_diagnosis(rows, "ee_all", "ee"))
+
+
+def all_layers_hurt_last(ctx: Context) -> Verdict:
+    rows = _curricula(ctx)
+    last = ctx.cfg.n_layers
+    nll = {r: _exit(ctx, r, last)["nll"] for r in rows}
+    exits = ctx.table("exits")
+    spread = exits.loc[exits["exit_layer"] == last, "nll_sd"].dropna().max()
+    gap = min(nll["ee_all"] - nll["ee"], nll["ee_all"] - nll[BASE])
+    worse_acc = all(rows["ee_all"]["acc_last"] < rows[r]["acc_last"] for r in ("ee", BASE))
+    measured = (f"last-exit ppl: EE all {rows['ee_all']['ppl_last']:.2f}, EE (rotational) "
+                f"{rows['ee']['ppl_last']:.2f}, baseline {rows[BASE]['ppl_last']:.2f}; top-1 "
+                f"{rows['ee_all']['acc_last']:.4f} / {rows['ee']['acc_last']:.4f} / {rows[BASE]['acc_last']:.4f}; "
+                f"smaller NLL gap {gap:+.3f} vs seed s.d. {_sd(spread):.3f}")
+    return Verdict(bool(worse_acc and gap > _sd(spread)), measured, lambda: _curriculum_last(ctx))
+
+
+def all_layers_old(ctx: Context) -> Verdict:
+    rows = _curricula(ctx)
+    hurts = rows["ee_all"]["ppl_last"] > rows["ee"]["ppl_last"]
+    slower = rows["ee_all"]["step_seconds"] > rows["ee"]["step_seconds"]
+    measured = (f"last-exit perplexity: all {rows['ee_all']['ppl_last']:.2f} vs rotational "
+                f"{rows['ee']['ppl_last']:.2f}; seconds per step {rows['ee_all']['step_seconds']:.3f} vs "
+                f"{rows['ee']['step_seconds']:.3f} (mean over seeds)")
+    return Verdict(bool(hurts and slower), measured,
+                   lambda: _curriculum_last(ctx) if not hurts else _timing_diagnosis(rows, "ee_all", "ee"))
+
+
+def large_r_overhead(ctx: Context) -> Verdict:
+    rows = _curricula(ctx)
+    overhead = rows["ee"]["step_seconds"] / rows[BASE]["step_seconds"] - 1
+    every = ctx.cfg.rotation or ctx.cfg.n_layers - 1
+    measured = f"{_timing(rows, 'ee', BASE)} (rotational R = {every}); {_timing(rows, 'ee_all', BASE)}"
+    return Verdict(bool(overhead <= 0.05), measured, lambda: _timing_diagnosis(rows, "ee", BASE))
+
+
+def ld_training_speed(ctx: Context) -> Verdict:
+    times = ctx.table("step_times")
+    seconds = {r: times.loc[times["recipe"] == r, "step_seconds"] for r in ("ld", BASE)}
+    if any(s.empty for s in seconds.values()):
+        raise Unmeasured("step_times needs ld and baseline runs")
+    spread = max(_sd(s.std()) if len(s) > 1 else 0.0 for s in seconds.values())
+    ld, base = seconds["ld"].mean(), seconds[BASE].mean()
+    measured = (f"s/step LD {ld:.3f} vs baseline {base:.3f} ({ld / base - 1:+.1%}), seed s.d. {spread:.3f} "
+                f"({len(seconds['ld'])} and {len(seconds[BASE])} runs)")
+    rate = ""
+    if ctx.has("schedules"):
+        rate = (f"; the mean dropout rate over layers is {ctx.table('schedules')['dropout_rate'].mean():.3f} at the "
+                "end of training, so few rows skip a block")
+    return Verdict(bool(base - ld > spread), measured,
+                   lambda: ("scale", f"LD {ld:.3f} vs baseline {base:.3f} s/step, seed s.d. {spread:.3f}{rate}"))
+
+
+CHECKS: dict[str, Check] = {
+    "ls.fig2.pretrained_layers_needed": layers_needed,
+    "ls.ours.fig2_probe_after_layerskip": probe_after_layerskip,
+    "ls.fig8.scratch_early_exits_better": scratch_early_exits,
+    "ls.fig8.scratch_last_exit_slight_drop": scratch_last_exit,
+    "ls.fig8.scratch_early_exits_better.ours": scratch_middle_3x,
+    "ls.ours.teacher_forced_acceptance": teacher_forced_acceptance,
+    "ls.fig11.ee_prevents_ld_reduces": ee_prevents_rise,
+    "ls.fig11.ee_prevents_ld_reduces.ours": ee_drives_middle,
+    "ls.fig11.baseline_middle_rises": baseline_middle_rises,
+    "ls.fig11.baseline_middle_rises.ours": lambda ctx: baseline_middle_rises(ctx, threshold=0.05),
+    "ls.fig12.exp_vs_const_dropout": exp_vs_const,
+    "ls.s412.all_layers_slows_training": all_layers_slow,
+    "ls.s412.all_layers_hurts_last": all_layers_hurt_last,
+    "ls.s412.all_layers_every_step.ours": all_layers_old,
+    "ls.concl.large_r_minimal_overhead": large_r_overhead,
+    "ls.concl.ld_training_speed": ld_training_speed,
+}
+
