@@ -13,8 +13,8 @@ import torch
 from rlib import assets
 from rlib.config import ConfigError
 from rlib.layerskip import parse_data, tables
-from rlib.layerskip.decoding import benchmark_decoding, decode_cases
 from rlib.layerskip.config import ParseConfig
+from rlib.layerskip.decoding import benchmark_decoding, decode_cases
 from rlib.layerskip.parse_study import exit_match_ids
 from rlib.layerskip.speculative import early_exit_generate
 from tests.test_looping import ids, tiny_model
