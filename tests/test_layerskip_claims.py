@@ -12,7 +12,7 @@ import pytest
 
 from rlib.book.claims import check_ledger, load_tables
 from rlib.layerskip import claims, tables
-from rlib.layerskip.claim_specs import NEEDS, SPECS
+from rlib.layerskip.claims.specs import NEEDS, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decode_costs import predict, required_acceptance
 from tests.test_layerskip_costs import decoding_rows, synthetic_costs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from scipy.stats import binom
 
-from rlib.layerskip.claim_base import Check, Context, Unmeasured, Verdict, ar_row, diff_ci, fmt_ci, one
+from rlib.layerskip.claims.base import Check, Context, Unmeasured, Verdict, ar_row, diff_ci, fmt_ci, one
 
 __all__ = ["CHECKS"]
 

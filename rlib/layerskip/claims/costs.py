@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rlib.layerskip.claim_base import Check, Context, Unmeasured, Verdict, ar_row, one
+from rlib.layerskip.claims.base import Check, Context, Unmeasured, Verdict, ar_row, one
 from rlib.layerskip.decode_costs import head_in_layers, required_acceptance, speedup_at
 from rlib.layerskip.decoding import vocab_rows
 from rlib.layerskip.tables import best_whole_head

@@ -1,19 +1,19 @@
 """Chapter 05's claims ledger (LayerSkip, Elhoushi et al. 2024, paper 004): every finding of the paper the chapter's
 tables hold numbers for, judged from those tables only.
 
-    SPECS   the claims' fixed text (`rlib.layerskip.claim_specs`): the paper's findings with their section, table or
+    SPECS   the claims' fixed text (`rlib.layerskip.claims.specs`): the paper's findings with their section, table or
             figure, the book's earlier claims posed differently beside them (`<id>.ours`) and its own findings
             beyond the paper (`ls.ours.*`)
     judge   tables (name -> DataFrame, as the notebook writes them, or `rlib.book.claims.load_tables` of a finished
             run) and the chapter's three configs -> a `rlib.book.claims.Ledger` with every claim's verdict
 
 The checks, by the paper's sections:
-    claim_training   Sec. 2.1 (Fig. 2), Sec. 4.1.2 (curricula), Sec. 6.1 (Fig. 8), Sec. 7 (Fig. 11), Sec. 9,
+    training         Sec. 2.1 (Fig. 2), Sec. 4.1.2 (curricula), Sec. 6.1 (Fig. 8), Sec. 7 (Fig. 11), Sec. 9,
                      Sec. 10.3 (Fig. 12): the from-scratch grid and the layers-needed probe
-    claim_adapt      Sec. 6.1 (Table 1, Figs. 6 and 10a): continual pretraining and code fine-tuning of SmolLM2
-    claim_parse      Sec. 6.1 (Fig. 10b), Tables 5 and 10's early-exit rows: the parsing study's exits
-    claim_decoding   Sec. 4.3, 6.2 and 8 (Tables 2-6, 10): exactness, acceptance, the recipe, cache reuse, speedups
-    claim_costs      Tables 2, 5, 10 (early-exit speed) and, beyond the paper, the measured cost model
+    adapt            Sec. 6.1 (Table 1, Figs. 6 and 10a): continual pretraining and code fine-tuning of SmolLM2
+    parse            Sec. 6.1 (Fig. 10b), Tables 5 and 10's early-exit rows: the parsing study's exits
+    decoding         Sec. 4.3, 6.2 and 8 (Tables 2-6, 10): exactness, acceptance, the recipe, cache reuse, speedups
+    costs            Tables 2, 5, 10 (early-exit speed) and, beyond the paper, the measured cost model
 
 A claim whose numbers are not in the tables (a table this run did not write, a recipe outside the profile) is
 recorded as not measured with the reason; one that needs a measurement the book does not make yet says what would
@@ -28,16 +28,16 @@ import pandas as pd
 
 from rlib.book.claims import Ledger
 from rlib.config import ConfigError
-from rlib.layerskip import claim_adapt, claim_costs, claim_decoding, claim_parse, claim_training
-from rlib.layerskip.claim_base import Check, Context, Diagnosis, Unmeasured, Verdict
-from rlib.layerskip.claim_specs import NEEDS, SPECS
+from rlib.layerskip.claims import adapt, costs, decoding, parse, training
+from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict
+from rlib.layerskip.claims.specs import NEEDS, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 
 __all__ = ["CHAPTER", "CHECKS", "SPECS", "judge"]
 
 CHAPTER = "05_layerskip"
-CHECKS: dict[str, Check] = {**claim_training.CHECKS, **claim_adapt.CHECKS, **claim_parse.CHECKS,
-                            **claim_decoding.CHECKS, **claim_costs.CHECKS}
+CHECKS: dict[str, Check] = {**training.CHECKS, **adapt.CHECKS, **parse.CHECKS,
+                            **decoding.CHECKS, **costs.CHECKS}
 
 
 def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptConfig, pcfg: ParseConfig,

@@ -16,7 +16,7 @@ from functools import partial
 
 import pandas as pd
 
-from rlib.layerskip.claim_base import (
+from rlib.layerskip.claims.base import (
     GATE,
     Check,
     Context,

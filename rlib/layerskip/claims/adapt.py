@@ -14,7 +14,7 @@ from functools import partial
 
 import pandas as pd
 
-from rlib.layerskip.claim_base import Z95, Check, Context, Unmeasured, Verdict, diff_ci, fmt_ci, one
+from rlib.layerskip.claims.base import Z95, Check, Context, Unmeasured, Verdict, diff_ci, fmt_ci, one
 from rlib.layerskip.config import SOURCE, Study
 from rlib.tasks import CHANCE_ACCURACY
 

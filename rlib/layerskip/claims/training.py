@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rlib.layerskip.claim_base import Check, Context, Unmeasured, Verdict, one
+from rlib.layerskip.claims.base import Check, Context, Unmeasured, Verdict, one
 from rlib.layerskip.tables import RECIPE_LABELS
 
 __all__ = ["CHECKS"]
