@@ -8,7 +8,7 @@ import pandas as pd
 from rlib.book import ledger_page
 from rlib.book.claims import ClaimSpec, Ledger
 
-SPECS = (ClaimSpec("rrt.a", "000", "Fig. 6", "relaxation helps", "ppl drops"),
+SPECS = (ClaimSpec("rrt.a", "000", "Fig. 6", "relaxation helps", "ppl drops", artifact="relaxation"),
          ClaimSpec("rrt.a.ours", "000", "Fig. 6", "relaxation helps", "ppl drops by 5 % (threshold ours)", ours=True),
          ClaimSpec("mor.b", "001", "Table 3", "MoR beats vanilla", "nll lower"))
 
@@ -29,7 +29,8 @@ def test_gather_counts_and_renders(tmp_path):
     counts = ledger_page.summary(table).set_index("source")
     assert counts.loc["000 (paper)", "held"] == 1 and counts.loc["000 (ours)", "not held"] == 1
     assert counts.loc["001 (paper)", "not measured"] == 1
-    page = ledger_page.ledger_html(table)
+    page = ledger_page.ledger_html(table, lambda ch, art: f"index.html#{ch}-tab-{art}")
+    assert '<a href="index.html#02_relaxed_recursion-tab-relaxation">relaxation</a>' in page
     assert "rrt.a.ours</code> <span class=meta>(ours)" in page and "more steps close the gap" in page
     assert "ledger problems" not in page
     md = ledger_page.ledger_markdown(table)

@@ -11,6 +11,7 @@ holds at the book's scale.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -56,8 +57,9 @@ def _verdict_class(verdict: str) -> str:
     return {"held": "status-complete", "not held": "status-failed"}.get(verdict, "meta")
 
 
-def ledger_html(table: pd.DataFrame) -> str:
-    """The ledger's body: the summary, the problems `check_ledger` finds, then one table per chapter."""
+def ledger_html(table: pd.DataFrame, link: Callable[[str, str], str | None] | None = None) -> str:
+    """The ledger's body: the summary, the problems `check_ledger` finds, then one table per chapter. `link(chapter,
+    artifact)` gives the address of the table or figure that holds a claim's numbers (None: no link)."""
     if table.empty:
         return "<p class=status-missing>no chapter has written a claims ledger yet</p>"
     out = ["<h2>Summary</h2>", summary(table).to_html(index=False, border=0)]
@@ -66,13 +68,16 @@ def ledger_html(table: pd.DataFrame) -> str:
         out.append("<div class=fail><b>ledger problems</b><br>" + "<br>".join(map(_cell, problems)) + "</div>")
     for chapter, rows in table.groupby("chapter", sort=False):
         out.append(f'<h2 id="{_cell(chapter)}">{_cell(chapter)}</h2><div class=scroll><table><tr>'
-                   + "".join(f"<th>{c}</th>" for c in SHOWN) + "</tr>")
+                   + "".join(f"<th>{c}</th>" for c in (*SHOWN, "artifact")) + "</tr>")
         for row in rows.itertuples():
             tag = " <span class=meta>(ours)</span>" if row.ours else ""
             cells = [f"<td><code>{_cell(row.id)}</code>{tag}</td>"]
             cells += [f"<td>{_cell(getattr(row, c))}</td>" for c in SHOWN[1:5]]
             cells.append(f'<td class="{_verdict_class(row.verdict)}">{_cell(row.verdict)}</td>')
             cells += [f"<td>{_cell(getattr(row, c))}</td>" for c in SHOWN[6:]]
+            address = link(row.chapter, row.artifact) if (link and row.artifact) else None
+            cells.append(f'<td><a href="{html.escape(address)}">{_cell(row.artifact)}</a></td>' if address
+                         else f"<td>{_cell(row.artifact)}</td>")
             out.append("<tr>" + "".join(cells) + "</tr>")
         out.append("</table></div>")
     return "\n".join(out)

@@ -207,6 +207,20 @@ def write_report(profile: str, manifest: Manifest | None = None) -> Path:
     return index
 
 
+def _artifact_link(manifest: Manifest):
+    """chapter id, artifact name -> its anchor in index.html (a table, else a figure), or None if undeclared."""
+    chapters = {ch.id: ch for ch in manifest.chapters}
+
+    def link(chapter: str, artifact: str) -> str | None:
+        ch = chapters.get(chapter)
+        if ch is None:
+            return None
+        kind = "tab" if artifact in ch.tables else "fig" if artifact in ch.figures else None
+        return f"index.html#{chapter}-{kind}-{artifact}" if kind else None
+
+    return link
+
+
 def _write_ledger_page(root: Path, manifest: Manifest, description: str, profile: str) -> Path:
     """`runs/<profile>/claims.html`: every chapter's claims ledger on one page (`rlib.book.ledger_page`)."""
     from rlib.book import ledger_page
@@ -215,7 +229,7 @@ def _write_ledger_page(root: Path, manifest: Manifest, description: str, profile
     page = (f"<!doctype html><html><head><meta charset=utf-8><title>claims ledger · {profile}</title>"
             f"<style>{_CSS}</style></head><body><h1>{html.escape(manifest.title)}: the claims ledger</h1>"
             f'<p class=meta>profile <b>{profile}</b> ({html.escape(description)}) · <a href="index.html">back to '
-            f"the report</a></p>{ledger_page.ledger_html(table)}</body></html>")
+            f"the report</a></p>{ledger_page.ledger_html(table, _artifact_link(manifest))}</body></html>")
     path = root / "claims.html"
     with atomic_path(path) as tmp:
         tmp.write_text(page)
