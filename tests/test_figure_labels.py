@@ -37,17 +37,9 @@ def csv(chapter: str, name: str) -> pd.DataFrame:
 
 def _layer_mappings() -> dict[str, pd.DataFrame]:
     from rlib.looping import Looping, layer_mapping
-    from rlib.model.config import DecoderConfig
+    from tests.test_looping import tiny_config
 
-    def config(n_layers: int, windows: tuple) -> DecoderConfig:
-        return DecoderConfig(family="llama", vocab_size=32, d_model=8, n_layers=n_layers, n_heads=2, n_kv_heads=2,
-                             head_dim=4, d_ffn=16, activation="silu", norm_eps=1e-5, norm_kind="rms",
-                             post_norms=False, embed_scale=1.0, qk_norm=False, rope_thetas=(1e4,) * n_layers,
-                             sliding_windows=windows, attn_scale=0.5, logit_softcap=None, attn_softcap=None,
-                             tie_embeddings=True, attn_bias=False, mlp_bias=False, bos_id=None, eos_ids=(0,),
-                             pad_id=None, max_positions=64)
-
-    gemma = config(18, tuple(None if (i + 1) % 6 == 0 else 512 for i in range(18)))
+    gemma = tiny_config(18, gemma=True)  # Gemma 3's 18 layers with sliding and global attention: hatched cells
     return {f"{init}, B={loops}": layer_mapping(gemma, Looping(n_loops=loops, init=init))
             for init in ("stepwise", "average", "lower") for loops in (2, 3)}
 

@@ -90,12 +90,7 @@ def test_config_objects_reject_wrong_types_with_the_configuration_error(build, m
 def test_decoder_config_rejects_a_wrong_type():
     import dataclasses
 
-    from rlib.model.config import DecoderConfig
+    from tests.test_looping import tiny_config
 
-    cfg = DecoderConfig(family="llama", vocab_size=32, d_model=8, n_layers=2, n_heads=2, n_kv_heads=2, head_dim=4,
-                        d_ffn=16, activation="silu", norm_eps=1e-5, norm_kind="rms", post_norms=False,
-                        embed_scale=1.0, qk_norm=False, rope_thetas=(1e4, 1e4), sliding_windows=(None, None),
-                        attn_scale=0.5, logit_softcap=None, attn_softcap=None, tie_embeddings=True,
-                        attn_bias=False, mlp_bias=False, bos_id=None, eos_ids=(0,), pad_id=None, max_positions=64)
-    with pytest.raises(ConfigError, match=r"DecoderConfig.d_model must be int, got '8' \(str\)"):
-        dataclasses.replace(cfg, d_model="8")
+    with pytest.raises(ConfigError, match=r"DecoderConfig.d_model must be int, got '32' \(str\)"):
+        dataclasses.replace(tiny_config(2), d_model="32")
