@@ -7,13 +7,16 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help env assets book smoke test lint report promote lab check clean
+.PHONY: help env browser assets book smoke test lint report promote lab check clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 env:  ## build the venv with the pinned requirements (idempotent)
 	@bash scripts/setup_env.sh
+
+browser:  ## Chromium from the distribution's packages, for the report's browser test (needs root)
+	bash scripts/install_browser.sh
 
 assets: env  ## fetch, verify, extract and convert the embedded models and corpora
 	$(PY) -m rlib.assets fetch

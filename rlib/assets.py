@@ -13,11 +13,13 @@ used. A missing or corrupt asset raises `AssetError` naming the asset and the co
 fetches it (`python -m rlib.assets fetch NAME`).
 
 Integrity on every load: every file's sha256 is checked against the manifest whenever an asset's
-folder is asked for (`path`, `model_dir`, and through them every loader). A full check records a
-*stamp* per file (size, mtime and inode, in `.cache/stamps/`), and a file whose stamp still matches
-is not hashed again, so an unchanged cache costs a `stat` per file; a file written to since (a
-different mtime, size or inode) is hashed again before it is used. `python -m rlib.assets verify`
-ignores the stamps, hashes everything, and lists every bad file of every asset.
+folder is asked for (`path`, `model_dir`, and through them every loader). Each file that hashes
+right gets a *stamp* (size, mtime and inode, in `.NAME.stamps.json` beside the folder); a file
+whose stamp still matches is not hashed again, so an unchanged cache costs one `stat` per file,
+while a file written to since (other mtime, size or inode) is hashed before it is used. A file
+modified in the last `STAMP_SETTLE_S` seconds is never stamped (a write within the same mtime
+tick could otherwise hide). `python -m rlib.assets verify` ignores the stamps, hashes everything
+and lists every bad file of every asset with the command that repairs it.
 
 The `paper` and `gpu` profiles may also name Hugging Face hub models (`hf:ORG/NAME`); those load
 from the local hub cache only and fail at once, with a clear message, when the hub is offline and
@@ -310,8 +312,12 @@ def _check_sha(asset: Asset, path: Path, expected: str) -> None:
 # verification and paths
 
 
+STAMP_SETTLE_S = 2.0  # a file modified this recently may still change within its mtime's tick: not stamped
+
+
 def _stamp_file(folder: Path) -> Path:
-    return paths.CACHE / "stamps" / f"{folder.parent.name}-{folder.name}.json"
+    """The stamps of one asset folder live beside it (`.NAME.stamps.json`), so they move with the cache."""
+    return folder.parent / f".{folder.name}.stamps.json"
 
 
 def _stamp_of(st: os.stat_result, digest: str) -> dict:
@@ -340,7 +346,11 @@ def _verify_folder(asset: Asset, folder: Path, full: bool) -> None:
             f"asset {asset.name!r} is not in the cache ({folder} has no {MANIFEST}); "
             f"fetch it with `{asset.fetch_command}` (or `make assets` for all of them)"
         )
-    info = json.loads(manifest.read_text())
+    try:
+        info = json.loads(manifest.read_text())
+    except ValueError:
+        raise AssetError(f"asset {asset.name!r}: its manifest {manifest} is corrupt (not JSON); "
+                         f"repair it with `{asset.fetch_command} --force`") from None
     old = {} if full else _load_stamps(folder)
     stamps, bad = {}, []
     for rel, meta in info["files"].items():
@@ -360,7 +370,8 @@ def _verify_folder(asset: Asset, folder: Path, full: bool) -> None:
         if digest != meta["sha256"]:
             bad.append(f"{p} is corrupt (sha256 {digest[:16]}..., its manifest says {meta['sha256'][:16]}...)")
             continue
-        stamps[rel] = _stamp_of(st, digest)
+        if time.time() - st.st_mtime > STAMP_SETTLE_S:  # like git's racy-clean rule: a fresh file is rehashed
+            stamps[rel] = _stamp_of(st, digest)
     if stamps != old:
         _save_stamps(folder, stamps)
     if bad:

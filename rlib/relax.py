@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from rlib.config import ConfigError
+from rlib.config import Checked, ConfigError
 from rlib.model import Decoder
 from rlib.model.layers import Projection, RMSNorm
 from rlib.model.lora import LoRA, NormDelta, PrefixAdapter
@@ -46,7 +46,7 @@ NORMS = ("attn_norm", "attn_out_norm", "mlp_norm", "mlp_out_norm", "attn.q_norm"
 
 
 @dataclass(frozen=True)
-class Relaxation:
+class Relaxation(Checked):
     """How to relax a looped model: LoRA rank (per group of Table G.1 if `ranks` names one), init, norms."""
 
     rank: int

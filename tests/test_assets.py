@@ -52,12 +52,13 @@ def test_corrupted_file_is_detected_and_refetch_repairs_it(tmp_path, monkeypatch
     blob = bytearray(target.read_bytes())
     blob[100] ^= 0xFF  # same size, different content: only the sha256 sees it
     target.write_bytes(bytes(blob))
-    assets.path("humaneval")  # the cheap check (sizes) passes...
+    with pytest.raises(assets.AssetError, match="humaneval.*corrupt.*sha256.*--force"):
+        assets.path("humaneval")  # every load: the changed mtime voids the stamp, the sha256 differs
     with pytest.raises(assets.AssetError, match="humaneval.*corrupt.*--force"):
-        assets.verify("humaneval")  # ...the full check does not
+        assets.verify("humaneval")
     target.write_bytes(b"short")
     with pytest.raises(assets.AssetError, match="corrupt"):
-        assets.path("humaneval")  # a size change fails even the cheap check
+        assets.path("humaneval")  # a size change fails before hashing
     assets.fetch("humaneval", force=True, log=lambda *_: None)
     assets.verify("humaneval")
 

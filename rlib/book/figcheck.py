@@ -7,13 +7,17 @@ the pairs in `figure_checks.json`, which the report shows under the figure. The 
     tick labels (major and minor, both sides) of every axes, colorbars included, that fall inside the view
     axis labels and axes titles, and the figure's suptitle / supxlabel / supylabel
 
-Two labels overlap when their boxes share more than `tolerance_px` pixels in both directions.
+Each label is the rectangle its glyphs occupy, rotated with the text (slanted tick labels are slanted rectangles,
+not the axis-aligned boxes around them, which touch even when the text does not). Two labels overlap when the
+rectangles' projections overlap by more than `tolerance_px` pixels on every axis of either rectangle (the
+separating-axis test for convex polygons).
 """
 
 from __future__ import annotations
 
 from itertools import combinations
 
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
@@ -48,15 +52,44 @@ def _labels(fig: Figure) -> list[tuple[str, Text]]:
     return [(d, t) for d, t in found if t.get_visible() and t.get_text().strip()]
 
 
+def _rectangle(text: Text, renderer) -> np.ndarray:
+    """The 4 corners [4, 2] (display pixels) of the rectangle a label's glyphs occupy, rotated as drawn.
+
+    A rotated rectangle's bounding box shares its centre, so the corners are the unrotated size turned about the
+    centre of the drawn (axis-aligned) extent.
+    """
+    box = text.get_window_extent(renderer)
+    angle = np.deg2rad(text.get_rotation() % 180)
+    if np.isclose(np.sin(2 * angle), 0):  # 0 or 90 degrees: the box is the rectangle
+        return np.array([[box.x0, box.y0], [box.x1, box.y0], [box.x1, box.y1], [box.x0, box.y1]])
+    rotation = text.get_rotation()
+    text.set_rotation(0)
+    try:
+        flat = text.get_window_extent(renderer)
+    finally:
+        text.set_rotation(rotation)
+    half = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]]) * [flat.width / 2, flat.height / 2]  # [4, 2]
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    return half @ turn.T + [(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2]
+
+
+def _overlap_px(a: np.ndarray, b: np.ndarray) -> float:
+    """The smallest overlap of the two rectangles' projections over their edge normals (<= 0: they are apart)."""
+    smallest = np.inf
+    for corners in (a, b):
+        for edge in (corners[1] - corners[0], corners[3] - corners[0]):
+            norm = np.hypot(*edge)
+            if norm == 0:
+                continue
+            axis = np.array([-edge[1], edge[0]]) / norm
+            pa, pb = a @ axis, b @ axis
+            smallest = min(smallest, min(pa.max(), pb.max()) - max(pa.min(), pb.min()))
+    return smallest
+
+
 def overlapping_labels(fig: Figure, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs of label descriptions whose drawn boxes overlap (empty when the figure reads cleanly)."""
+    """Pairs of label descriptions whose drawn rectangles overlap (empty when the figure reads cleanly)."""
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
-    boxes = [(d, t.get_window_extent(renderer)) for d, t in _labels(fig)]
-    pairs = []
-    for (d1, b1), (d2, b2) in combinations(boxes, 2):
-        dx = min(b1.x1, b2.x1) - max(b1.x0, b2.x0)
-        dy = min(b1.y1, b2.y1) - max(b1.y0, b2.y0)
-        if dx > tolerance_px and dy > tolerance_px:
-            pairs.append((d1, d2))
-    return pairs
+    shapes = [(d, _rectangle(t, renderer)) for d, t in _labels(fig)]
+    return [(d1, d2) for (d1, r1), (d2, r2) in combinations(shapes, 2) if _overlap_px(r1, r2) > tolerance_px]

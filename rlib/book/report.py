@@ -6,8 +6,11 @@ links are relative, so the folder opens in a browser from disk with no server, a
 or zipped as it is. The report never executes anything: it reads what the runner left.
 
 Nothing is loaded from a network: the notebooks are rendered with `templates/offline` (nbconvert's
-lab template without require.js and mermaid), and MathJax 2 with its fonts is copied from the
-`jupyter-server-mathjax` package into `runs/<profile>/_static/mathjax/`. A failed chapter shows its
+lab template without require.js and mermaid), and MathJax 3 is copied from the pinned
+`django-static-mathjax` wheel (plain MathJax 3.2 files; Django is not needed) into
+`runs/<profile>/_static/mathjax/`. Its SVG output draws every glyph as a path, so no web font is
+loaded: browsers refuse fonts from `file://` pages (Chromium: CORS, origin null), which breaks
+MathJax 2's HTML-CSS output when the report is opened from disk. A failed chapter shows its
 reason, the command that fixes it and links to its log and partial notebook; a figure whose tick or
 axis labels overlap (checked when the chapter saved it) says so; a profile's `figure_note` (smoke:
 the numbers are noise) stands under every figure.
@@ -31,14 +34,20 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 MATHJAX = f"{STATIC}/mathjax"
 
 
+MATHJAX_ENTRY = "tex-svg.js"  # TeX in, SVG out: one script, glyphs as paths, no font files
+# what the entry script loads on demand: TeX extensions (autoload), the menu, the safe-mode filter, assistive MathML
+MATHJAX_PARTS = (MATHJAX_ENTRY, "input/tex/extensions", "ui", "a11y/assistive-mml.js", "a11y/semantic-enrich.js")
+
+
 def mathjax_source() -> Path | None:
-    """MathJax 2 as the `jupyter-server-mathjax` package ships it (a pinned requirement), or None."""
-    try:
-        import jupyter_server_mathjax
-    except ImportError:
+    """MathJax 3's `es5/` folder as the `django-static-mathjax` wheel ships it (requirements.txt), or None."""
+    from importlib import util
+
+    spec = util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    folder = Path(jupyter_server_mathjax.__file__).resolve().parent / "static"
-    return folder if (folder / "MathJax.js").is_file() else None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax"
+    return folder if (folder / "es5" / MATHJAX_ENTRY).is_file() else None
 
 
 def vendor_static(root: Path) -> bool:
@@ -49,11 +58,16 @@ def vendor_static(root: Path) -> bool:
     from importlib import metadata
 
     target = root / MATHJAX
-    stamp, want = target / ".source", f"{source}\n{metadata.version('jupyter-server-mathjax')}\n"
+    stamp = target / ".source"
+    want = f"{source}\n{metadata.version('django-static-mathjax')}\n{MATHJAX_PARTS}\n"
     if stamp.exists() and stamp.read_text() == want:
         return True
     with atomic_folder(target) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+        for part in MATHJAX_PARTS:
+            src, dst = source / "es5" / part, tmp / part
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+        shutil.copy2(source / "LICENSE", tmp / "LICENSE")
         (tmp / ".source").write_text(want)
     return True
 
@@ -61,7 +75,7 @@ def vendor_static(root: Path) -> bool:
 def offline_html_options(depth: int = 1) -> dict:
     """nbconvert `HTMLExporter` options for a notebook page `depth` folders below `runs/<profile>/`."""
     return {"template_name": "offline", "extra_template_basedirs": [str(TEMPLATES)],
-            "mathjax_url": "../" * depth + f"{MATHJAX}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"}
+            "mathjax_url": "../" * depth + f"{MATHJAX}/{MATHJAX_ENTRY}"}
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
@@ -191,7 +205,7 @@ def write_report(profile: str, manifest: Manifest | None = None) -> Path:
     toc.insert(0, f'<li><a href="{ledger_page.name}">the claims ledger: every claim of every chapter</a></li>')
     banner = f"<p class=note>{html.escape(prof.figure_note)}</p>" if prof.figure_note else ""
     if not has_math:
-        banner += ("<p class=note>MathJax is not installed (the pinned <code>jupyter-server-mathjax</code> of "
+        banner += ("<p class=note>MathJax is not installed (the pinned <code>django-static-mathjax</code> of "
                    "requirements.txt), so equations in the notebooks show as TeX: <code>make env</code>, then "
                    f"<code>python -m rlib.book report --profile {profile}</code></p>")
     page = (

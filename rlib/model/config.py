@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlib.config import ConfigError
+from rlib.config import Checked, ConfigError
 
 ACTIVATIONS = ("silu", "gelu_tanh")
 NORM_KINDS = ("rms", "rms_plus_one")
@@ -33,7 +33,7 @@ _HF_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_t
 
 
 @dataclass(frozen=True)
-class DecoderConfig:
+class DecoderConfig(Checked):
     family: str  # "llama" | "gemma3": which transformers class `to_transformers` builds
     vocab_size: int
     d_model: int

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rlib.config import ConfigError
+from rlib.config import Checked, ConfigError
 
 __all__ = ["AUX", "BALANCES", "GATINGS", "KV_MODES", "ROUTER_ARCHS", "ROUTINGS", "MoRSpec"]
 
@@ -51,7 +51,7 @@ MOR_SHARINGS = ("middle_cycle", "cycle")
 
 
 @dataclass(frozen=True)
-class MoRSpec:
+class MoRSpec(Checked):
     n_recursions: int = 3
     routing: str = "expert"
     kv: str = "cache"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlib.config import ConfigError, Preset
+from rlib.config import Checked, ConfigError, Preset
 from rlib.recurrent.tasks import TASKS
 from rlib.vocab import ScratchText
 
@@ -29,7 +29,7 @@ POSITIONS = ("alibi", "rope", "none")
 
 
 @dataclass(frozen=True)
-class RTConfig:
+class RTConfig(Checked):
     vocab_size: int
     d_model: int
     n_layers: int

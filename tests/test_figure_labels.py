@@ -1,0 +1,255 @@
+"""Every figure function of the book, drawn on committed `figures/<chapter>/*.csv` data (the cpu profile's real
+tables, so real label lengths) or on small synthetic data of the same shape, has no overlapping labels: tick labels,
+axis labels, titles and suptitles never share pixels (`rlib.book.figcheck.overlapping_labels`).
+
+A new `plot_*` function in a chapter's `plots` module fails `test_every_figure_function_has_a_case` until it gets a
+case here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlib import paths
+from rlib.book.figcheck import overlapping_labels
+
+matplotlib.use("Agg")
+
+PLOT_MODULES = ("rlib.plotting", "rlib.basemodels.plots", "rlib.recursive.plots", "rlib.relaxed.plots",
+                "rlib.mor.plots", "rlib.recurrent.plots", "rlib.layerskip.plots")
+rng = np.random.default_rng(0)
+
+
+def csv(chapter: str, name: str) -> pd.DataFrame:
+    folder = next(paths.FIGURES.glob(f"{chapter}_*"))
+    return pd.read_csv(folder / f"{name}.csv")
+
+
+# --------------------------------------------------------------------------- synthetic inputs of the real shapes
+
+
+def _layer_mappings() -> dict[str, pd.DataFrame]:
+    from rlib.looping import Looping, layer_mapping
+    from tests.test_looping import tiny_config
+
+    gemma = tiny_config(18, gemma=True)  # Gemma 3's 18 layers with sliding and global attention: hatched cells
+    return {f"{init}, B={loops}": layer_mapping(gemma, Looping(n_loops=loops, init=init))
+            for init in ("stepwise", "average", "lower") for loops in (2, 3)}
+
+
+def _loss_curves() -> tuple[pd.DataFrame, dict[str, str]]:
+    rows = []
+    labels = {}
+    for v, name in enumerate(("stepwise", "average", "lower", "random", "stepwise-seed1")):
+        labels[name] = name.split("-")[0] + " init"
+        for step in range(60):
+            rows.append({"variant": name, "tokens": step * 4096, "loss": 6 - np.log1p(step) * 0.3 + 0.05 * v,
+                         "val_loss": (6.2 - np.log1p(step) * 0.3) if step % 20 == 19 else np.nan})
+    return pd.DataFrame(rows), labels
+
+
+def _mor_curves() -> pd.DataFrame:
+    return pd.DataFrame([{"label": label, "seed": seed, "train_flops": step * 1e11, "val_loss": 7 - 0.1 * step - k / 10}
+                         for k, label in enumerate(("Vanilla", "Recursive-3 (middle_cycle)", "MoR-3 EC", "MoR-3 TC"))
+                         for seed in (0, 1) for step in range(1, 12)])
+
+
+def _router_outputs() -> dict[str, pd.DataFrame]:
+    out = {}
+    for name in ("MoR-3 expert-choice", "MoR-3 token-choice"):
+        rows = [{"step": step, "output": float(v), "selected": bool(v > 0.5)}
+                for step in (1, 2, 3) for v in rng.uniform(0, 1, 200)]
+        out[name] = pd.DataFrame(rows)
+    return out
+
+
+def _token_depths() -> tuple[list[list[str]], list[list[int]]]:
+    words = ["Shall", "I", "compare", "thee", "to", "a", "summer's", "day", "?", "Thou", "art", "more", "lovely",
+             "and", "more", "temperate", ":\n"] * 4
+    tokens = [[w + " " for w in words] for _ in range(3)]
+    return tokens, [[int(d) for d in rng.integers(1, 4, len(t))] for t in tokens]
+
+
+def _kv_geometry() -> dict[str, pd.DataFrame]:
+    depth = np.arange(12)
+    geometry = {"norms": pd.DataFrame({"depth": depth, "hidden": 1 + depth, "key": 2 + depth, "value": 3 + depth})}
+    for name in ("hidden", "key", "value"):
+        geometry[f"similarity_{name}"] = pd.DataFrame(rng.uniform(-0.2, 1, (12, 12)))
+    return geometry
+
+
+def _rt_lm_curves() -> pd.DataFrame:
+    return pd.DataFrame([{"label": label, "seed": seed, "step": step, "val_loss": 6 - 0.05 * step}
+                         for label in ("transformer, deep (4 x 128)", "recurrent, shallow-wide (1 x 256)",
+                                       "recurrent, deep (4 x 128)", "transformer, shallow-wide (1 x 256)")
+                         for seed in (0, 1) for step in range(0, 400, 50)])
+
+
+def _probe_curves() -> pd.DataFrame:
+    return pd.DataFrame([{"recipe": r, "seed": s, "exit_layer": e, "step": step, "nll": 6 - step / 500 + (e == 4)}
+                         for r in ("baseline", "ld", "ee", "ld_ee") for s in (0, 1) for e in (4, 8)
+                         for step in range(0, 1000, 100)])
+
+
+def _train_curves() -> pd.DataFrame:
+    return pd.DataFrame([{"recipe": r, "seed": s, "step": step, "loss": 6 - step / 400}
+                         for r in ("ld", "ld_const") for s in (0, 1) for step in range(0, 800, 10)])
+
+
+def _layer_grid() -> tuple[np.ndarray, list[str]]:
+    tokens = ["def", " has", "_close", "_elements", "(", "numbers", ":", " List", "[", "float", "],", "\n   "] * 4
+    return rng.uniform(0, 1, (30, len(tokens))) > 0.4, tokens
+
+
+def _predicted() -> tuple[pd.DataFrame, pd.DataFrame]:
+    from rlib.layerskip import decode_costs
+
+    costs = csv("05", "decoding_costs")
+    decoding = csv("05", "decoding_parse")
+    return decode_costs.predict(decoding[decoding["recipe"] == "ld_ee"], costs, 8), costs
+
+
+def _study_exits() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    exits, tasks = csv("05", "pretrained_exits"), csv("05", "pretrained_tasks")
+    study = exits["study"].iloc[0]
+    exits, tasks = exits[exits["study"] == study], tasks[tasks["study"] == study]
+    return exits, tasks, {r: r for r in dict.fromkeys(exits["recipe"])}
+
+
+# --------------------------------------------------------------------------- one case per figure function
+
+
+def _cases() -> dict[str, Callable[[], object]]:
+    from rlib import plotting
+    from rlib.basemodels import plots as p00
+    from rlib.layerskip import plots as p05
+    from rlib.mor import plots as p03
+    from rlib.recurrent import plots as p04
+    from rlib.recursive import plots as p01
+    from rlib.relaxed import plots as p02
+
+    return {
+        "rlib.plotting.grouped_bars": lambda: plotting.grouped_bars(
+            csv("00", "heldout_perplexity"), "corpus", "ppl", ("model", "dtype"), title="grouped bars"),
+        "rlib.basemodels.plots.plot_perplexity": lambda: p00.plot_perplexity(csv("00", "heldout_perplexity")),
+        "rlib.basemodels.plots.plot_latency": lambda: p00.plot_latency(csv("00", "forward_latency")),
+        "rlib.basemodels.plots.plot_task_suite": lambda: p00.plot_task_suite(
+            csv("00", "task_suite"), chance={"book_cloze": 25.0, "book_nextline": 50.0}),
+        "rlib.recursive.plots.plot_layer_mapping": lambda: p01.plot_layer_mapping(
+            _layer_mappings(), "Which block runs where, and where it starts from"),
+        "rlib.recursive.plots.plot_loss_curves": lambda: p01.plot_loss_curves(
+            *_loss_curves(), "Uptraining loss per initialization (B=2)", log_y=True),
+        "rlib.recursive.plots.plot_size_quality": lambda: p01.plot_size_quality(
+            csv("01", "size_quality"), "after ppl[gutenberg-poetry]", "held-out perplexity, gutenberg-poetry (log)",
+            "Perplexity against unique parameters (Fig. 4)"),
+        "rlib.relaxed.plots.plot_step0": lambda: p02.plot_step0(
+            csv("02", "step0"), "Step 0: relaxed B=2 models vs LoRA rank (gutenberg-poetry)"),
+        "rlib.relaxed.plots.plot_relaxation": lambda: p02.plot_relaxation(
+            csv("02", "relaxation"), "after ppl[gutenberg-poetry]", "Relaxation: perplexity against parameters"),
+        "rlib.relaxed.plots.plot_exits": lambda: p02.plot_exits(
+            csv("02", "early_exit"), 2, "Static-exit NLL per loop after each schedule"),
+        "rlib.relaxed.plots.plot_throughput": lambda: p02.plot_throughput(
+            csv("02", "throughput_measured"), csv("02", "throughput_simulated"), "Generation throughput"),
+        "rlib.mor.plots.plot_curves": lambda: p03.plot_curves(
+            _mor_curves(), "Validation NLL vs training FLOPs (isoFLOP budget 5e+12)"),
+        "rlib.mor.plots.plot_depth_scaling": lambda: p03.plot_depth_scaling(
+            csv("03", "depth_scaling"), "Test NLL vs the recursion cap"),
+        "rlib.mor.plots.plot_router_outputs": lambda: p03.plot_router_outputs(
+            _router_outputs(), "Router outputs: kept by the top-k vs not"),
+        "rlib.mor.plots.plot_token_depths": lambda: p03.plot_token_depths(
+            *_token_depths(), 3, "Recursion depth per token (causal routing)"),
+        "rlib.mor.plots.plot_kv_geometry": lambda: p03.plot_kv_geometry(
+            _kv_geometry(), "Recursive model: norms and cross-depth similarity"),
+        "rlib.mor.plots.plot_throughput": lambda: p03.plot_throughput(
+            csv("03", "throughput"), "Quality vs measured decode throughput"),
+        "rlib.mor.plots.plot_uptraining": lambda: p03.plot_uptraining(
+            csv("03", "uptraining"), "smollm2-135m up-trained with each sharing strategy"),
+        "rlib.mor.plots.plot_budgets": lambda: p03.plot_budgets(
+            csv("03", "budget_sweep"), "Test NLL against the isoFLOP budget"),
+        "rlib.recurrent.plots.plot_tile_schedule": lambda: p04.plot_tile_schedule(32, "Dyadic tiles for N = 32"),
+        "rlib.recurrent.plots.plot_traffic": lambda: p04.plot_traffic(
+            csv("04", "traffic"), "Attention traffic of one layer's prefill"),
+        "rlib.recurrent.plots.plot_latency": lambda: p04.plot_latency(
+            csv("04", "latency"), "One layer, D = 256, batch 4"),
+        "rlib.recurrent.plots.plot_tasks": lambda: p04.plot_tasks(
+            csv("04", "tasks"), "One RT layer vs one Transformer layer"),
+        "rlib.recurrent.plots.plot_lm_curves": lambda: p04.plot_lm_curves(
+            _rt_lm_curves(), "Validation NLL during training"),
+        "rlib.recurrent.plots.plot_ablation": lambda: p04.plot_ablation(
+            csv("04", "norm_ablation"), "Shallow RT: the norm before the persistent K/V"),
+        "rlib.recurrent.plots.plot_gradient_paths": lambda: p04.plot_gradient_paths(
+            csv("04", "theorem_4_1"), "Theorem 4.1: gradient from x_1 to z_t"),
+        "rlib.layerskip.plots.plot_exit_curves": lambda: p05.plot_exit_curves(
+            csv("05", "exits"), "From scratch: held-out perplexity at every exit"),
+        "rlib.layerskip.plots.plot_probe": lambda: p05.plot_probe(
+            _probe_curves(), "Middle (dashed) and last (solid) exit during training"),
+        "rlib.layerskip.plots.plot_train_loss": lambda: p05.plot_train_loss(
+            _train_curves(), "Training loss: dropout schedules"),
+        "rlib.layerskip.plots.plot_study_exits": lambda: p05.plot_study_exits(
+            *_study_exits(), "Continual pretraining: every exit on every corpus and task"),
+        "rlib.layerskip.plots.plot_parse_exits": lambda: p05.plot_parse_exits(
+            csv("05", "parse_exits"), {r: r for r in ("baseline", "ld", "ee", "ld_ee")}, "Parsing: exit by exit"),
+        "rlib.layerskip.plots.plot_self_speculation": lambda: p05.plot_self_speculation(
+            csv("05", "decoding_parse"), "ld_ee", "Parsing, LD+EE model: self-speculation vs autoregressive"),
+        "rlib.layerskip.plots.plot_cost_model": lambda: p05.plot_cost_model(
+            *_predicted(), 8, "Parsing, LD+EE model: measured vs predicted speedup"),
+        "rlib.layerskip.plots.plot_layer_grid": lambda: p05.plot_layer_grid(
+            *_layer_grid(), "SmolLM2-135M on HumanEval/0: which exits already predict the final token"),
+    }
+
+
+def _figure_functions() -> list[str]:
+    names = ["rlib.plotting.grouped_bars"]
+    for module_name in PLOT_MODULES[1:]:
+        module = importlib.import_module(module_name)
+        names += [f"{module_name}.{n}" for n in module.__all__
+                  if n.startswith("plot_") and inspect.isfunction(getattr(module, n))]
+    return names
+
+
+def test_every_figure_function_has_a_case():
+    missing = sorted(set(_figure_functions()) - set(_cases()))
+    assert missing == [], f"figure functions without a label-overlap case in this file: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(_figure_functions()))
+def test_figure_labels_do_not_overlap(name):
+    import matplotlib.pyplot as plt
+
+    fig = _cases()[name]()
+    try:
+        overlaps = overlapping_labels(fig)
+        assert overlaps == [], f"{name}: overlapping labels {overlaps[:8]}"
+    finally:
+        plt.close(fig)
+
+
+def test_the_check_sees_an_overlap():
+    """The check itself: long labels forced onto one spot are reported, level or slanted; slanted labels whose
+    bounding boxes touch but whose glyphs do not are not."""
+    import matplotlib.pyplot as plt
+
+    names = ["a very long tick label number one", "a very long tick label number two"]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    try:
+        ax.set_xticks([0.0, 0.01], names)
+        assert overlapping_labels(fig)
+        ax.tick_params(axis="x", rotation=35)
+        assert overlapping_labels(fig)  # slanted, still on one spot
+        ax.set_xlim(-0.5, 1.5)
+        ax.set_xticks([0.0, 1.0], names)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+        fig.draw_without_rendering()
+        boxes = [t.get_window_extent() for t in ax.get_xticklabels()]
+        assert boxes[0].x1 > boxes[1].x0  # the bounding boxes overlap...
+        assert overlapping_labels(fig) == []  # ...the slanted text does not
+    finally:
+        plt.close(fig)
