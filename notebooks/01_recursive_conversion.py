@@ -31,20 +31,26 @@
 # Every claim the issue lists is measured and marked *held* or *not held* at the end. Nothing is tuned to pass.
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.recursive.RecursiveConfig)
+profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.recursive.config.RecursiveConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/01_recursive_conversion
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are the preset's `seeds`)
 steps: int | None = None  # uptraining steps per run; None keeps the preset
 task_limit: int | None = None  # items per task of the local suite; None keeps the preset
 
 # %%
-from rlib import book, experiments, looping, lr_sweep, recursive
-from rlib import recursive_plots as plots
-from rlib.looping import Looping
+from rlib.book import check_parameters
 
-cfg = recursive.RecursiveConfig.preset(profile).override(steps=steps, task_limit=task_limit)
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
+from rlib import book, looping
+from rlib import experiments as grid
+from rlib.looping import Looping
+from rlib.recursive import claims, config, experiments, lr_sweep, plots, tables
+
+cfg = config.RecursiveConfig.preset(profile).override(steps=steps, task_limit=task_limit)
 run = book.start("01_recursive_conversion", profile, out_dir, seed, cfg)
-work = experiments.work_dir(profile, "01_recursive_conversion")
+work = grid.work_dir(profile, "01_recursive_conversion")
 cfg
 
 # %% [markdown]
@@ -71,8 +77,8 @@ mappings = {}
 for name, recipe in {"cycle, stepwise": Looping(2), "cycle, average": Looping(2, init="average"),
                      "cycle, lower": Looping(2, init="lower"), "sequence, stepwise": Looping(2, sharing="sequence"),
                      "middle-cycle, stepwise": Looping(2, sharing="middle_cycle")}.items():
-    mappings[f"SmolLM2 B=2, {name}"] = looping.layer_mapping(recursive.source_config("smollm2-135m"), recipe)
-mappings["Gemma 3 B=2, cycle, stepwise"] = looping.layer_mapping(recursive.source_config("gemma3-270m"), Looping(2))
+    mappings[f"SmolLM2 B=2, {name}"] = looping.layer_mapping(config.source_config("smollm2-135m"), recipe)
+mappings["Gemma 3 B=2, cycle, stepwise"] = looping.layer_mapping(config.source_config("gemma3-270m"), Looping(2))
 run.figure(plots.plot_layer_mapping(mappings, "Which block runs where, and where it starts from"), "layer_mapping");
 
 # %% [markdown]
@@ -92,12 +98,12 @@ sweep = lr_sweep.committed(profile)
 run.table(lr_sweep.summary(sweep, cfg.lr), "lr_sweep")
 
 # %%
-runs = recursive.variants(cfg)
+runs = config.variants(cfg)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-source_model = recursive.load_source(cfg)
-results = recursive.run_grid(cfg, work, source_model)
-source = recursive.source_result(cfg, source_model)
-run.table(recursive.flat(results), "runs", show=False);
+source_model = experiments.load_source(cfg)
+results = experiments.run_grid(cfg, work, source_model)
+source = experiments.source_result(cfg, source_model)
+run.table(tables.flat(results), "runs", show=False);
 
 # %% [markdown]
 # ## Initializations (Table F.1, Fig. 5 and F.2)
@@ -108,11 +114,11 @@ run.table(recursive.flat(results), "runs", show=False);
 # of each initialization's quality survives the tying before any training repairs it.
 
 # %%
-init = run.table(recursive.init_table(results, cfg), "init_ablation")
+init = run.table(tables.init_table(results, cfg), "init_ablation")
 
 # %%
-curves = recursive.loss_curves(work, results)
-names = recursive.curve_labels(runs, cfg, group="inits")
+curves = tables.loss_curves(work, results)
+names = tables.curve_labels(runs, cfg, group="inits")
 run.figure(plots.plot_loss_curves(curves, names, f"Uptraining loss per initialization (B={cfg.init_loops})"),
            "loss_curves_init");
 
@@ -123,7 +129,7 @@ run.figure(plots.plot_loss_curves(curves, names, f"Uptraining loss per initializ
 # norms, so SmolLM2 should collapse under it.
 
 # %%
-names = recursive.curve_labels(runs, cfg, group="ablations")
+names = tables.curve_labels(runs, cfg, group="ablations")
 run.figure(plots.plot_loss_curves(curves, names, "Stepwise ends and Average norm weights (Fig. F.1)", log_y=True),
            "loss_curves_ablations");
 
@@ -134,7 +140,7 @@ run.figure(plots.plot_loss_curves(curves, names, "Stepwise ends and Average norm
 # (*truncated*), and the same K-layer shape trained from scratch on the same tokens (*reduced-size*).
 
 # %%
-size = run.table(recursive.size_table(results, cfg), "size_quality")
+size = run.table(tables.size_table(results, cfg), "size_quality")
 main_ppl = f"after ppl[{cfg.train_corpus}]"
 run.figure(plots.plot_size_quality(size, main_ppl, f"held-out perplexity, {cfg.train_corpus} (log)",
                                    "Quality vs unique parameters after equal uptraining"), "size_quality");
@@ -146,7 +152,7 @@ run.figure(plots.plot_size_quality(size, main_ppl, f"held-out perplexity, {cfg.t
 # data) to the cross-entropy. Here the teacher is the uptrained full model of this chapter.
 
 # %%
-run.table(recursive.kd_table(results, cfg), "distillation");
+run.table(tables.kd_table(results, cfg), "distillation");
 
 # %% [markdown]
 # ## Which corpus to uptrain on (Table 2's point)
@@ -156,7 +162,7 @@ run.table(recursive.kd_table(results, cfg), "distillation");
 # Python source and evaluated on everything.
 
 # %%
-run.table(recursive.shift_table(results, cfg, source), "data_shift");
+run.table(tables.shift_table(results, cfg, source), "data_shift");
 
 # %% [markdown]
 # ## Memory and speed
@@ -165,8 +171,8 @@ run.table(recursive.shift_table(results, cfg, source), "data_shift");
 # forward pass (`rlib.memory`), for the full model and the looped ones; and uptraining tokens per second.
 
 # %%
-mem = run.table(recursive.memory_table(cfg, source_model), "memory")
-speed = run.table(recursive.speed_table(results), "uptraining_speed")
+mem = run.table(experiments.memory_table(cfg, source_model), "memory")
+speed = run.table(tables.speed_table(results), "uptraining_speed")
 
 # %% [markdown]
 # ## Claims
@@ -176,9 +182,7 @@ speed = run.table(recursive.speed_table(results), "uptraining_speed")
 # steps of two windows) the verdicts only check the plumbing; they are evidence in `cpu` and above.
 
 # %%
-claims = run.table(recursive.claims_table(results, cfg), "claims")
-for row in claims.itertuples():
-    run.metric(f"claim/{row.claim}", row.held)
-for name, value in recursive.headline(results, cfg).items():
+run.ledger(claims.judge(run.tables, cfg, profile))
+for name, value in tables.headline(results, cfg).items():
     run.metric(name, value)
 run.finish()

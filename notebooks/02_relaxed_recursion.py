@@ -30,20 +30,27 @@
 # * Table H.1: prefix relaxation (per-depth prompt vectors) next to LoRA.
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.relaxed.RelaxedConfig)
+profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.relaxed.config.RelaxedConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/02_relaxed_recursion
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the variants)
 steps: int | None = None  # uptraining steps per run; None keeps the preset
 
 # %%
-from rlib import book, experiments, recursive, relax, relaxed, throughput
-from rlib import relaxed_plots as plots
-from rlib.cdb import DepthBatchEngine
+from rlib.book import check_parameters
 
-cfg = relaxed.RelaxedConfig.preset(profile).override(steps=steps)
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
+from rlib import book, relax
+from rlib import experiments as grid
+from rlib.recursive import experiments as recursive
+from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
+from rlib.serving import rows, simulate
+
+cfg = config.RelaxedConfig.preset(profile).override(steps=steps)
 run = book.start("02_relaxed_recursion", profile, out_dir, seed, cfg)
-work = experiments.work_dir(profile, "02_relaxed_recursion")
-teacher_dir = experiments.work_dir(profile, "01_recursive_conversion") / "full-s0" / "model"
+work = grid.work_dir(profile, "02_relaxed_recursion")
+teacher_dir = recursive.teacher_dir(profile)
 source = recursive.load_source(cfg)
 cfg
 
@@ -66,7 +73,7 @@ book.show_source(relax.relax)
 # (`Relaxation(norms=True)`, a few thousand parameters) and land on the source's perplexity.
 
 # %%
-step0 = run.table(relaxed.step0_table(cfg, source), "step0")
+step0 = run.table(experiments.step0_table(cfg, source), "step0")
 run.figure(plots.plot_step0(step0, f"Step 0: relaxed B={cfg.n_loops} models vs LoRA rank ({cfg.train_corpus})"),
            "step0");
 
@@ -78,11 +85,11 @@ run.figure(plots.plot_step0(step0, f"Step 0: relaxed B={cfg.n_loops} models vs L
 # post-train the main recursive and relaxed models on fresh batches.
 
 # %%
-runs = relaxed.variants(cfg)
+runs = config.variants(cfg)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-results = relaxed.run_grid(cfg, work, source, teacher_dir)
-run.table(relaxed.flat(results), "runs", show=False)
-table = run.table(relaxed.relax_table(results, cfg), "relaxation")
+results = experiments.run_grid(cfg, work, source, teacher_dir)
+run.table(tables.flat(results), "runs", show=False)
+table = run.table(tables.relax_table(results, cfg), "relaxation")
 run.figure(plots.plot_relaxation(table, f"after ppl[{cfg.train_corpus}]",
                                  f"Relaxation after uptraining (B={cfg.n_loops})"), "relaxation");
 
@@ -96,7 +103,7 @@ run.figure(plots.plot_relaxation(table, f"after ppl[{cfg.train_corpus}]",
 # The main relaxed model with forward KL to chapter 1's uptrained full model, and with more uptraining steps.
 
 # %%
-run.table(relaxed.kd_long_table(results, cfg), "kd_and_longer");
+run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
 
 # %% [markdown]
 # ## Early-exit training (Tables 3 and J.1)
@@ -107,32 +114,30 @@ run.table(relaxed.kd_long_table(results, cfg), "kd_and_longer");
 # exit losses. `co` applies the aggressive+kd loss during uptraining instead of after it.
 
 # %%
-from rlib import early_exit  # noqa: E402
-
 book.show_source(early_exit.ExitLoss)
-exits = run.table(relaxed.exit_table(results, cfg), "early_exit")
+exits = run.table(tables.exit_table(results, cfg), "early_exit")
 run.figure(plots.plot_exits(exits, cfg.n_loops, "Static-exit NLL per loop after each schedule"), "early_exit");
 
 # %% [markdown]
 # ## Continuous depth-wise batching, for real (Fig. 8, Table K.2)
 #
-# The paper simulated this. `rlib.cdb.DepthBatchEngine` runs it: each pass executes the shared blocks once for
+# The paper simulated this. `rlib.serving` runs it: each pass executes the shared blocks once for
 # every busy slot, whatever loop its token is at, with per-slot per-depth keys/values and each row's LoRA
 # through `kernels.lora_batch`. A token whose top-1 probability after a loop reaches the threshold leaves; the
 # keys/values of the depths it skipped are filled from its exit state. With early exit off, the engine's output
-# is token for token the model's sequential greedy decoding (`tests/test_cdb.py`).
+# is token for token the model's sequential greedy decoding (`tests/test_serving.py`).
 #
-# Next to each measurement, the paper's simulation (`rlib.throughput.simulate`) with this machine's measured
+# Next to each measurement, the paper's simulation (`rlib.serving.simulate`) with this machine's measured
 # pass times and the exit loops each model produces (oracle: first loop that agrees with the last; and the
 # confidence rule) on the same text. The paper's own numbers are reproduced by the closed form first.
 
 # %%
-book.show_source(DepthBatchEngine._block)
-check = run.table(throughput.paper_check(), "paper_throughput_check", show=False)
+book.show_source(rows.DepthRows.run)
+check = run.table(simulate.paper_check(), "paper_throughput_check", show=False)
 check.groupby(["batching", "dataset"])[["relative_error", "implied_mean_exit_loop"]].mean()
 
 # %%
-measured, simulated = relaxed.throughput_tables(cfg, source, work)
+measured, simulated = throughput.throughput_tables(cfg, source, work)
 run.table(measured, "throughput_measured")
 run.table(simulated, "throughput_simulated")
 run.figure(plots.plot_throughput(measured, simulated, "Generation throughput on this machine"), "throughput");
@@ -144,7 +149,5 @@ run.figure(plots.plot_throughput(measured, simulated, "Generation throughput on 
 # In the `smoke` profile the verdicts only check the plumbing.
 
 # %%
-claims = run.table(relaxed.claims_table(results, step0, measured, cfg), "claims")
-for row in claims.itertuples():
-    run.metric(f"claim/{row.claim}", row.held)
+run.ledger(claims.judge(run.tables, cfg, profile))
 run.finish()

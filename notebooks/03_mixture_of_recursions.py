@@ -29,20 +29,26 @@
 # * the decode-time question the paper leaves open: does the causal router reproduce the training top-k?
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.mor.grid.MoRConfig)
+profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.mor.config.MoRConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/03_mixture_of_recursions
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the variants)
 budget: float | None = None  # isoFLOP budget (forward FLOPs, paper convention); None keeps the preset
 
 # %%
-from rlib import book, experiments
-from rlib.mor import budget_sweep, chapter, grid, tables, uptrain
-from rlib.mor import plots as mor_plots
-from rlib.mor.model import MoRDecoder
+from rlib.book import check_parameters
 
-cfg = grid.MoRConfig.preset(profile).override(budget=budget)
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
+from rlib import book
+from rlib import experiments as grid
+from rlib.mor import analysis, budget_sweep, claims, config, experiments, plots, tables, throughput, uptrain
+from rlib.mor.model import MoRDecoder
+from rlib.mor.serving import MoRProgram
+
+cfg = config.MoRConfig.preset(profile).override(budget=budget)
 run = book.start("03_mixture_of_recursions", profile, out_dir, seed, cfg)
-work = experiments.work_dir(profile, "03_mixture_of_recursions")
+work = grid.work_dir(profile, "03_mixture_of_recursions")
 cfg
 
 # %% [markdown]
@@ -64,7 +70,7 @@ book.show_source(MoRDecoder._run_subset)
 # released 360M configs to within one step (`tests/test_mor_flops.py`). At this chapter's shapes:
 
 # %%
-run.table(grid.budget_table(cfg), "budgets");
+run.table(tables.budgets_table(cfg), "budgets");
 
 # %% [markdown]
 # ## Training every model (Table 3, Fig. 3)
@@ -73,12 +79,12 @@ run.table(grid.budget_table(cfg), "budgets");
 # where it stopped. Validation NLL (top-k routing, as the paper evaluates) is logged during training.
 
 # %%
-runs = grid.variants(cfg)
+runs = config.variants(cfg)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-results = grid.run_grid(cfg, work)
+results = experiments.run_grid(cfg, work)
 main = run.table(tables.main_table(results), "main")
 curves = tables.curves(results)
-run.figure(mor_plots.plot_curves(curves, f"Validation NLL vs training FLOPs (isoFLOP budget {cfg.budget:.2g})"),
+run.figure(plots.plot_curves(curves, f"Validation NLL vs training FLOPs (isoFLOP budget {cfg.budget:.2g})"),
            "loss_vs_flops");
 
 # %% [markdown]
@@ -86,9 +92,9 @@ run.figure(mor_plots.plot_curves(curves, f"Validation NLL vs training FLOPs (iso
 # the sweep below retrains Vanilla, Recursive and MoR at fractions of the budget (first seed):
 
 # %%
-sweep = budget_sweep.run_sweep(cfg, budget_sweep.BudgetSweepConfig.preset(profile), work)
-budgets = run.table(budget_sweep.budget_table(results, sweep, cfg), "budget_sweep")
-run.figure(mor_plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "budget_sweep");
+sweep = budget_sweep.run_sweep(cfg, config.BudgetSweepConfig.preset(profile), work)
+budgets = run.table(tables.budget_sweep_table(results, sweep, cfg), "budget_sweep")
+run.figure(plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "budget_sweep");
 
 # %% [markdown]
 # ## Router design (Tables 4, 10, 11)
@@ -114,16 +120,16 @@ run.table(tables.kv_table(results), "kv_sharing");
 
 # %%
 depth = run.table(tables.depth_table(results), "depth_scaling")
-run.figure(mor_plots.plot_depth_scaling(depth, "Test NLL vs the recursion cap"), "depth_scaling");
+run.figure(plots.plot_depth_scaling(depth, "Test NLL vs the recursion cap"), "depth_scaling");
 
 # %% [markdown]
 # ## What the routers output (Fig. 5b, Fig. 9)
 
 # %%
-vocab = grid.vocabulary(cfg)
-windows = grid.heldout(cfg, vocab, "test", cfg.eval_windows)
-outputs = chapter.router_output_tables(cfg, work, windows)
-run.figure(mor_plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
+vocab = cfg.text().vocabulary()
+windows = experiments.windows(cfg)["test"]
+outputs = tables.router_output_tables(cfg, work, windows)
+run.figure(plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
 
 # %% [markdown]
 # ## Does decoding reproduce the training top-k?
@@ -135,9 +141,7 @@ run.figure(mor_plots.plot_router_outputs(outputs, "Router outputs: kept by the t
 # %%
 import pandas as pd  # noqa: E402
 
-from rlib.mor import analysis  # noqa: E402
-
-ec = chapter.main_model(cfg, work, "ec")
+ec = experiments.main_model(cfg, work, "ec")
 agreement = analysis.decode_agreement(ec, windows[: cfg.decode_windows])
 run.table(pd.DataFrame([agreement]), "decode_agreement");
 
@@ -145,32 +149,31 @@ run.table(pd.DataFrame([agreement]), "decode_agreement");
 # ## Depth per token over real text (Table 14)
 
 # %%
-texts, depths = chapter.depth_text(cfg, ec, vocab, windows[:4])
-run.figure(mor_plots.plot_token_depths(texts, depths, cfg.n_recursions, "Recursion depth per token (causal routing)"),
+texts, depths = tables.depth_text(cfg, ec, vocab, windows[:4])
+run.figure(plots.plot_token_depths(texts, depths, cfg.n_recursions, "Recursion depth per token (causal routing)"),
            "token_depths");
 
 # %% [markdown]
 # ## Keys and values across depths (Figs. 7, 8) and Table 2's KV-memory model
 
 # %%
-geometry = analysis.kv_geometry(chapter.main_model(cfg, work, "rec"), windows[:4])
-run.figure(mor_plots.plot_kv_geometry(geometry, "Recursive model: norms and cross-depth similarity"), "kv_geometry")
-kv_bytes = run.table(chapter.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
+geometry = analysis.kv_geometry(experiments.main_model(cfg, work, "rec"), windows[:4])
+run.figure(plots.plot_kv_geometry(geometry, "Recursive model: norms and cross-depth similarity"), "kv_geometry")
+kv_bytes = run.table(tables.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
 
 # %% [markdown]
 # ## Throughput: continuous depth-wise batching for real (Fig. 4a)
 #
-# `rlib.mor.engine.MoREngine` runs every slot's current token through one pass of the shared block per
-# iteration, whatever its recursion, and sends tokens whose router stops them straight to the last layer and
-# the head. Vanilla runs chapter 2's engine with continuous sequence-wise batching. "B = Max" gives each MoR
-# model the larger batch its smaller KV cache allows (Table 2), as the paper's relative maximum batch does.
+# The book's one serving engine (`rlib.serving`) with `rlib.mor.serving.MoRProgram` runs every slot's current
+# token through one pass of the shared block per iteration, whatever its recursion, and sends tokens whose router
+# stops them straight to the last layer and the head. Vanilla runs the same engine with continuous sequence-wise
+# batching. "B = Max" gives each MoR model the larger batch its smaller KV cache allows (Table 2), as the paper's
+# relative maximum batch does.
 
 # %%
-from rlib.mor.engine import MoREngine  # noqa: E402
-
-book.show_source(MoREngine._recursion_pass)
-speed = run.table(chapter.throughput_table(cfg, work, vocab, results), "throughput")
-run.figure(mor_plots.plot_throughput(speed, "Quality vs measured decode throughput"), "throughput");
+book.show_source(MoRProgram._recursion_pass)
+speed = run.table(throughput.throughput_table(cfg, work, results), "throughput")
+run.figure(plots.plot_throughput(speed, "Quality vs measured decode throughput"), "throughput");
 
 # %% [markdown]
 # ## Up-training a pretrained model with each sharing strategy (Table 9)
@@ -182,18 +185,15 @@ run.figure(mor_plots.plot_throughput(speed, "Quality vs measured decode throughp
 # the same way is the reference. NLL is on the poetry test split, before and after up-training.
 
 # %%
-up_cfg = uptrain.UptrainConfig.preset(profile)
+up_cfg = config.UptrainConfig.preset(profile)
 up_results = uptrain.run_grid(up_cfg, work / "uptrain")
-up_table = run.table(uptrain.table(up_results), "uptraining")
-run.figure(mor_plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
+up_table = run.table(tables.uptrain_table(up_results), "uptraining")
+run.figure(plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
                                      f"({up_table['tokens'].iloc[0]:,} tokens per run)"), "uptraining");
 
 # %% [markdown]
 # ## Claims
 
 # %%
-claims = run.table(tables.claims_table(results, cfg, agreement, kv_bytes, uptrain.claims(up_results), budgets),
-                   "claims")
-for row in claims.itertuples():
-    run.metric(f"claim/{row.claim}", row.held)
+run.ledger(claims.judge(run.tables, cfg, profile))
 run.finish()

@@ -28,23 +28,28 @@
 # * Transformer vs RT at fixed parameters with L and L/2 layers (Table 1) and the pre-KV-norm ablation (Fig. 7).
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.recurrent.grid.RecurrentConfig)
+profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.recurrent.config.RecurrentConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/04_recurrent_transformer
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the presets)
+
+# %%
+from rlib.book import check_parameters
+
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
 
 # %%
 import torch
 
 from kernels.tiled_prefill import bench as prefill_bench
-from rlib import book, experiments
-from rlib.recurrent import grid, tables
-from rlib.recurrent import plots as rt_plots
+from rlib import book
+from rlib import experiments as grid
+from rlib.recurrent import claims, config, experiments, plots, tables
 from rlib.recurrent.layer import RTLayer
 from rlib.recurrent.tiled import tiled_forward
 
-cfg = grid.RecurrentConfig.preset(profile)
+cfg = config.RecurrentConfig.preset(profile)
 run = book.start("04_recurrent_transformer", profile, out_dir, seed, cfg)
-work = experiments.work_dir(profile, "04_recurrent_transformer")
+work = grid.work_dir(profile, "04_recurrent_transformer")
 cfg
 
 # %% [markdown]
@@ -65,7 +70,7 @@ book.show_source(RTLayer.persistent_kv)
 # square tile, before its query is read:
 
 # %%
-run.figure(rt_plots.plot_tile_schedule(32, "Dyadic tiles for N = 32"), "tile_schedule")
+run.figure(plots.plot_tile_schedule(32, "Dyadic tiles for N = 32"), "tile_schedule")
 book.show_source(tiled_forward)
 
 # %% [markdown]
@@ -73,7 +78,7 @@ book.show_source(tiled_forward)
 # custom backward (a reverse walk over the same tiles) should equal autograd through the loop:
 
 # %%
-exact = run.table(grid.exactness_table(cfg), "exactness")
+exact = run.table(experiments.exactness_table(cfg), "exactness")
 
 # %% [markdown]
 # ## Why deep paths do not explode (Theorem 4.1)
@@ -88,7 +93,7 @@ from rlib.recurrent import theory  # noqa: E402
 
 paths = run.table(theory.jacobian_table(), "theorem_4_1", show=False)
 print(f"closed form vs autograd: max |difference| {paths['max_abs_err'].max():.1e}")
-run.figure(rt_plots.plot_gradient_paths(paths, "Theorem 4.1: gradient from x_1 to z_t"), "theorem_4_1");
+run.figure(plots.plot_gradient_paths(paths, "Theorem 4.1: gradient from x_1 to z_t"), "theorem_4_1");
 
 # %% [markdown]
 # ## Traffic and latency (Sec. 5, Fig. 4)
@@ -97,8 +102,8 @@ run.figure(rt_plots.plot_gradient_paths(paths, "Theorem 4.1: gradient from x_1 t
 # each key O(log N) times. Counted per (sequence, head) of one layer:
 
 # %%
-traffic = run.table(grid.traffic_table(cfg), "traffic")
-run.figure(rt_plots.plot_traffic(traffic, "Attention traffic of one layer's prefill"), "traffic");
+traffic = run.table(experiments.traffic_table(cfg), "traffic")
+run.figure(plots.plot_traffic(traffic, "Attention traffic of one layer's prefill"), "traffic");
 
 # %% [markdown]
 # Measured now, on this machine (forward of one layer, median of repeats; the Triton kernel only on CUDA; the
@@ -110,7 +115,7 @@ latency = prefill_bench.run(list(cfg.latency_lengths), d_model, heads, batch,
                             "cuda" if torch.cuda.is_available() else "cpu", "fp32", repeats=3,
                             modes=list(prefill_bench.MODES))
 latency = run.table(latency, "latency")
-run.figure(rt_plots.plot_latency(latency, f"One layer, D = {d_model}, batch {batch}"), "latency");
+run.figure(plots.plot_latency(latency, f"One layer, D = {d_model}, batch {batch}"), "latency");
 
 # %% [markdown]
 # ## Decoding with a KV cache
@@ -119,7 +124,7 @@ run.figure(rt_plots.plot_latency(latency, f"One layer, D = {d_model}, batch {bat
 # is the persistent pair, made after the token's own attention and MLP. Prefill with the tiles, then decode:
 
 # %%
-run.table(grid.decode_table(), "decoding");
+run.table(experiments.decode_table(), "decoding");
 
 # %% [markdown]
 # ## One layer on the synthetic suite (Figs. 5, 6)
@@ -129,9 +134,9 @@ run.table(grid.decode_table(), "decoding");
 # position i - 1. Each task trains both layer kinds with the same width, data and recipe:
 
 # %%
-task_results = grid.run_task_grid(cfg, work)
+task_results = experiments.run_task_grid(cfg, work)
 task_table = run.table(tables.task_table(task_results), "tasks")
-run.figure(rt_plots.plot_tasks(task_table, "One RT layer vs one Transformer layer"), "tasks");
+run.figure(plots.plot_tasks(task_table, "One RT layer vs one Transformer layer"), "tasks");
 
 # %% [markdown]
 # Two training choices decide whether one RT layer learns recall at this scale, and the chapter states both.
@@ -150,17 +155,15 @@ run.table(tables.loss_table(task_results), "task_loss");
 # block kinds, on the poetry corpus:
 
 # %%
-lm_results = grid.run_lm_grid(cfg, work)
+lm_results = experiments.run_lm_grid(cfg, work)
 lm = run.table(tables.lm_table(lm_results), "language_models")
-run.figure(rt_plots.plot_lm_curves(tables.lm_curves(lm_results), "Validation NLL during training"), "lm_curves")
+run.figure(plots.plot_lm_curves(tables.lm_curves(lm_results), "Validation NLL during training"), "lm_curves")
 ablation = run.table(tables.ablation_table(lm_results), "norm_ablation")
-run.figure(rt_plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
+run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
 
 # %% [markdown]
 # ## Claims
 
 # %%
-claims = run.table(tables.claims_table(exact, traffic, task_table, lm, latency), "claims")
-for row in claims.itertuples():
-    run.metric(f"claim/{row.claim}", row.held)
+run.ledger(claims.judge(run.tables, cfg, profile))
 run.finish()

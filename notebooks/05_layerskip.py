@@ -30,38 +30,39 @@
 #   (Tables 2-5, 10), cache reuse on and off (Table 6), and transformers' own `assistant_early_exit` side by side.
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu (presets: rlib.layerskip grid.LayerSkipConfig, adapt.AdaptConfig,
-# parse_study.ParseConfig)
+profile: str = "smoke"  # smoke | cpu | gpu (presets: rlib.layerskip.config LayerSkipConfig, AdaptConfig,
+# ParseConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/05_layerskip
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the presets)
 
 # %%
-import pandas as pd
+from rlib.book import check_parameters
 
-from rlib import assets, book, experiments
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
+from rlib import assets, book
+from rlib import experiments as grid
 from rlib.layerskip import (
     adapt,
-    adapt_tables,
-    cost_tables,
+    claims,
+    config,
     decode_costs,
     decode_study,
-    grid,
-    parse_data,
+    experiments,
     parse_study,
-    parse_tables,
-    schedules,
+    plots,
     tables,
 )
-from rlib.layerskip import plots as ls_plots
 from rlib.layerskip.speculative import draft_head, self_speculative_generate
 from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss
 from rlib.model.decode_matmul import decode_linear
 
-cfg = grid.LayerSkipConfig.preset(profile)
-acfg = adapt.AdaptConfig.preset(profile)
-pcfg = parse_study.ParseConfig.preset(profile)
+cfg = config.LayerSkipConfig.preset(profile)
+acfg = config.AdaptConfig.preset(profile)
+pcfg = config.ParseConfig.preset(profile)
 run = book.start("05_layerskip", profile, out_dir, seed, cfg)
-work = experiments.work_dir(profile, "05_layerskip")
+work = grid.work_dir(profile, "05_layerskip")
 cfg
 
 # %%
@@ -86,9 +87,9 @@ source = adapt.load_source(acfg)
 n_layers = source.config.n_layers
 probe = decode_study.probe_models({"pretrained": source}, tokenizer, acfg.probe_tokens)["pretrained"]
 print(repr(probe["text"]))
-run.figure(ls_plots.plot_layer_grid(probe["agree"], probe["tokens"], "SmolLM2-135M on HumanEval/0: which exits "
+run.figure(plots.plot_layer_grid(probe["agree"], probe["tokens"], "SmolLM2-135M on HumanEval/0: which exits "
                                     "already predict each generated token"), "layer_grid_pretrained")
-adapt_tables.probe_summary({"pretrained": probe["table"]}, n_layers)
+tables.probe_summary({"pretrained": probe["table"]}, n_layers)
 
 # %% [markdown]
 # ## The schedules (Eq. 1-6)
@@ -99,15 +100,7 @@ adapt_tables.probe_summary({"pretrained": probe["table"]}, n_layers)
 # over the layers the curriculum enables at step t. For the from-scratch model, at the end of training:
 
 # %%
-layers = cfg.n_layers
-weights = schedules.exit_loss_weights(layers, cfg.e_scale, "all")
-rotation = schedules.exit_loss_weights(layers, cfg.e_scale, "rotational", step=layers // 2, total_steps=cfg.steps,
-                                       rotation=cfg.rotation or layers - 1)
-run.table(pd.DataFrame({"layer": range(layers),
-                        "dropout_rate": schedules.dropout_rates(layers, cfg.p_max),
-                        "dropout_rate_const": schedules.dropout_rates(layers, cfg.p_max, layer_schedule="constant"),
-                        "exit_weight_all": weights, f"exit_weight_rotational_step_{layers // 2}": rotation}),
-          "schedules");
+run.table(tables.schedule_table(cfg), "schedules");
 
 # %% [markdown]
 # Dropped samples skip the block entirely and pass through unchanged; only the kept rows run it, with masks drawn
@@ -125,9 +118,9 @@ book.show_source(LayerSkipLoss.loss)
 # every seed of the preset, the others with the first:
 
 # %%
-results = grid.run_grid(cfg, work)
+results = experiments.run_grid(cfg, work)
 exits = run.table(tables.exit_table(results), "exits")
-run.figure(ls_plots.plot_exit_curves(exits, "From scratch: held-out perplexity at every exit"), "exit_curves")
+run.figure(plots.plot_exit_curves(exits, "From scratch: held-out perplexity at every exit"), "exit_curves")
 run.table(tables.mid_last_table(results, cfg.middle_exit, cfg.n_layers), "middle_vs_last");
 
 # %% [markdown]
@@ -141,10 +134,10 @@ run.table(tables.mid_last_table(results, cfg.middle_exit, cfg.n_layers), "middle
 # one extra head per enabled exit:
 
 # %%
-run.figure(ls_plots.plot_probe(tables.probe_curves(results), "Middle (dashed) and last (solid) exit during training"),
+run.figure(plots.plot_probe(tables.probe_curves(results), "Middle (dashed) and last (solid) exit during training"),
            "probe")
 fig12 = [r for r in ("ld", "ld_const", "baseline") if r in cfg.recipes]
-run.figure(ls_plots.plot_train_loss(tables.train_curves(results, tuple(fig12)), "Training loss: dropout schedules"),
+run.figure(plots.plot_train_loss(tables.train_curves(results, tuple(fig12)), "Training loss: dropout schedules"),
            "train_loss")
 run.table(tables.curriculum_table(results, cfg.middle_exit, cfg.n_layers), "curricula");
 
@@ -158,8 +151,7 @@ run.table(tables.curriculum_table(results, cfg.middle_exit, cfg.n_layers), "curr
 
 # %%
 adapt_results = adapt.run_grid(acfg, work / "pretrained", source=source)
-run.table(pd.DataFrame([{"run": r["name"], "corpus": r.get("corpus", ""), "tokens": r.get("tokens", 0),
-                         "minutes": r.get("seconds", 0) / 60} for r in adapt_results]), "pretrained_runs");
+run.table(tables.runs_table(adapt_results), "pretrained_runs");
 
 # %% [markdown]
 # Table 1's layout for each study: perplexity on each held-out corpus and accuracy on the book's local tasks, at the
@@ -169,28 +161,28 @@ run.table(pd.DataFrame([{"run": r["name"], "corpus": r.get("corpus", ""), "token
 # %%
 middle = n_layers // 2
 for study in acfg.studies:
-    run.table(adapt_tables.table_1(adapt_results, study.name, middle, n_layers), f"table_1_{study.name}",
+    run.table(tables.table_1(adapt_results, study.name, middle, n_layers), f"table_1_{study.name}",
               floatfmt=".3g")
-    labels = {r: adapt_tables.label(r) for r in (adapt.SOURCE, *study.recipes)}
-    exits_long, tasks_long = adapt_tables.exit_long(adapt_results), adapt_tables.task_long(adapt_results)
-    run.figure(ls_plots.plot_study_exits(exits_long[exits_long["study"] == study.name],
+    labels = {r: tables.label(r) for r in (config.SOURCE, *study.recipes)}
+    exits_long, tasks_long = tables.exit_long(adapt_results), tables.task_long(adapt_results)
+    run.figure(plots.plot_study_exits(exits_long[exits_long["study"] == study.name],
                                          tasks_long[tasks_long["study"] == study.name], labels,
                                          f"{study.name}: every exit of SmolLM2-135M"), f"exits_{study.name}")
-run.table(adapt_tables.exit_long(adapt_results), "pretrained_exits", show=False)
-run.table(adapt_tables.task_long(adapt_results), "pretrained_tasks", show=False);
+run.table(tables.exit_long(adapt_results), "pretrained_exits", show=False)
+run.table(tables.task_long(adapt_results), "pretrained_tasks", show=False);
 
 # %% [markdown]
 # Fig. 2's probe again, on the LayerSkip models: an ensemble of depths should settle on its final token earlier.
 
 # %%
-layerskip_models = {f"{s.name} LD+EE": adapt.load_model(work / "pretrained", adapt.AdaptRun(s.name, "ld_ee").name)
+layerskip_models = {f"{s.name} LD+EE": adapt.load_model(work / "pretrained", config.AdaptRun(s.name, "ld_ee").name)
                     for s in acfg.studies if "ld_ee" in s.recipes}
 probes = {"pretrained": probe, **decode_study.probe_models(layerskip_models, tokenizer, acfg.probe_tokens)}
-probe_table = run.table(adapt_tables.probe_summary({k: v["table"] for k, v in probes.items()}, n_layers),
+probe_table = run.table(tables.probe_summary({k: v["table"] for k, v in probes.items()}, n_layers),
                         "layers_needed")
 if layerskip_models:
     name = list(layerskip_models)[-1]
-    run.figure(ls_plots.plot_layer_grid(probes[name]["agree"], probes[name]["tokens"],
+    run.figure(plots.plot_layer_grid(probes[name]["agree"], probes[name]["tokens"],
                                         f"{name} on HumanEval/0"), "layer_grid_layerskip")
 
 # %% [markdown]
@@ -203,7 +195,7 @@ if layerskip_models:
 # slot values copied verbatim into a JSON parse:
 
 # %%
-pd.DataFrame([{"prompt": ex.prompt, "target": ex.target} for ex in parse_data.examples("train", 4, pcfg.seed)])
+tables.parse_examples(4, pcfg.seed)
 
 # %% [markdown]
 # Both recipes start from SmolLM2 and see the same examples, steps and learning rate. Each exit is scored by
@@ -215,11 +207,9 @@ book.show_source(parse_study.exit_match_ids)
 
 # %%
 parse_results = parse_study.run_grid(pcfg, work / "parse", source=source)
-run.table(pd.DataFrame([{"run": r["name"], "tokens": r["tokens"], "epochs": r["epochs"],
-                         "s/step": r["step_seconds"], "minutes": r["seconds"] / 60} for r in parse_results]),
-          "parse_runs");
-parse_exits = run.table(parse_tables.parse_exits(parse_results), "parse_exits", floatfmt=".3f")
-run.figure(ls_plots.plot_parse_exits(parse_exits, {r: parse_tables.label(r) for r in pcfg.recipes},
+run.table(tables.runs_table(parse_results), "parse_runs");
+parse_exits = run.table(tables.parse_exits(parse_results), "parse_exits", floatfmt=".3f")
+run.figure(plots.plot_parse_exits(parse_exits, {r: tables.label(r) for r in pcfg.recipes},
                                      "parsing: exact match at every exit of SmolLM2-135M"), "parse_exits");
 
 # %% [markdown]
@@ -269,8 +259,8 @@ book.show_source(draft_head)
 
 # %%
 parse_decoding = run.table(decode_study.parse_decoding(pcfg, work / "parse"), "decoding_parse")
-run.table(parse_tables.table_10(parse_decoding), "table_10", floatfmt=".3g");
-run.figure(ls_plots.plot_self_speculation(parse_decoding, "ld_ee", "Parsing, LD+EE model: self-speculation vs "
+run.table(tables.table_10(parse_decoding), "table_10", floatfmt=".3g");
+run.figure(plots.plot_self_speculation(parse_decoding, "ld_ee", "Parsing, LD+EE model: self-speculation vs "
                                           "autoregressive, batch 1, CPU"), "self_speculation_parse");
 
 # %% [markdown]
@@ -302,25 +292,13 @@ book.show_source(decode_costs.round_ms)
 # %%
 costs, predicted = decode_study.parse_costs(pcfg, work / "parse", parse_decoding)
 run.table(costs, "decoding_costs", floatfmt=".3g")
-run.table(cost_tables.cost_table(predicted), "cost_model", floatfmt=".3g")
-run.figure(ls_plots.plot_cost_model(predicted, costs, pcfg.decode_prompts, "Parsing, LD+EE model: measured vs "
+run.table(tables.cost_table(predicted), "cost_model", floatfmt=".3g")
+run.figure(plots.plot_cost_model(predicted, costs, pcfg.decode_prompts, "Parsing, LD+EE model: measured vs "
                                     "predicted speedup, and what acceptance would buy"), "cost_model_parse");
 
 # %% [markdown]
 # ## Claims
 
 # %%
-claim_tables = [tables.training_claims(results, cfg.middle_exit, cfg.n_layers),
-                tables.decoding_claims(decoding, scope="from scratch"),
-                adapt_tables.adapt_claims(adapt_results, {s.name: s.corpus for s in acfg.studies}, middle, n_layers,
-                                          probe=probe_table)]
-claim_tables += [tables.decoding_claims(table, scope=f"SmolLM2 {name}") for name, table in pretrained_decoding.items()
-                 if "ld_ee" in set(table["recipe"])]
-claim_tables += [parse_tables.parse_claims(parse_results, middle, n_layers),
-                 tables.decoding_claims(parse_decoding, scope="SmolLM2 parsing"),
-                 tables.matmul_claims(matmul, scope="SmolLM2 parsing"),
-                 cost_tables.cost_claims(predicted, costs, pcfg.decode_prompts, scope="SmolLM2 parsing")]
-claims = run.table(pd.concat(claim_tables, ignore_index=True), "claims")
-for row in claims.itertuples():
-    run.metric(f"claim/{row.claim}", row.held)
+run.ledger(claims.judge(run.tables, (cfg, acfg, pcfg), profile))
 run.finish()
