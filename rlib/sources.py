@@ -10,7 +10,9 @@ looped and uptrained): any checkpoint of a model type the book's decoder reads, 
 
 `source_config(name_or_path)` reads the config alone, so an unsupported checkpoint (a rope scaling, a model type,
 a layer type) is refused with a ConfigError naming the field in well under a second, before any weights load.
-`locate` says what a name or path is and where its tokenizer comes from (`Source.tokenizer`).
+`locate` says what a name or path is and where its tokenizer comes from (`Source.tokenizer`; `tokenizer_of` raises
+where none is known). A relative folder is looked up from the working directory, then from the repository root
+(chapters run with notebooks/ as their working directory).
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from pathlib import Path
 
 import torch
 
-from rlib import assets
+from rlib import assets, paths
 from rlib.config import ConfigError
 from rlib.data import TOKENIZER_FILES
 from rlib.model import Decoder, DecoderConfig, convert
 from rlib.model.config import SUPPORTED_MODEL_TYPES
 
-__all__ = ["FAMILY_TOKENIZERS", "Source", "load_source", "locate", "source_config"]
+__all__ = ["FAMILY_TOKENIZERS", "Source", "load_source", "locate", "source_config", "tokenizer_of"]
 
 # the embedded tokenizer of each family whose book models have one (chapters train on these)
 FAMILY_TOKENIZERS = {"llama": "smollm2-135m", "gemma3": "gemma3-270m"}
@@ -55,6 +57,8 @@ def locate(name_or_path: str | Path) -> Source:
     if name in assets.MODELS or (name.startswith(assets.HUB_PREFIX) and len(name) > len(assets.HUB_PREFIX)):
         return Source("asset", name, name)
     folder = Path(name).expanduser()
+    if not folder.is_dir() and not folder.is_absolute() and (paths.ROOT / folder).is_dir():
+        folder = paths.ROOT / folder
     if not folder.is_dir():
         raise ConfigError(f"source {name!r} is neither an embedded model ({', '.join(assets.MODELS)}), nor "
                           f"hf:ORG/NAME, nor an existing folder")
@@ -71,6 +75,19 @@ def locate(name_or_path: str | Path) -> Source:
         return locate(folder / "model")  # a chapter's run folder: runs/.work/<profile>/<chapter>/<run>/model
     raise ConfigError(f"folder {folder} holds no model: expected config.json (a transformers checkpoint), "
                       f"{convert.CONFIG_FILE} (rlib.model.convert.save) or a model/ folder with either")
+
+
+def tokenizer_of(name_or_path: str | Path) -> str:
+    """The tokenizer a source's text is tokenized with (asset name or folder); ConfigError where none is known."""
+    source = locate(name_or_path)
+    if source.tokenizer is not None:
+        return source.tokenizer
+    if source.kind == "book":
+        family = source_config(source.location).family
+        if family in FAMILY_TOKENIZERS:
+            return FAMILY_TOKENIZERS[family]
+    raise ConfigError(f"{source.location} has no tokenizer files ({', '.join(TOKENIZER_FILES)}) and records none; "
+                      "save the tokenizer beside the weights (tokenizer.save_pretrained(folder))")
 
 
 def _transformers_config(folder: Path):

@@ -66,3 +66,34 @@ def test_the_data_layer_takes_a_checkpoint_folder_as_tokenizer(tmp_path):
     assert data.load_tokenizer(folder)("t5 t9")["input_ids"] == [5, 9]
     with pytest.raises(ValueError, match="a folder with tokenizer files"):
         data.check_tokenizer(str(tmp_path))
+
+
+def test_the_conversion_chapters_take_a_users_checkpoint_by_path(tmp_path, monkeypatch):
+    """Chapter 01's config and source loading (and chapter 02's, which share them) on a Qwen2 folder: its config is
+    read before the weights, the loop counts are checked against its layers, the runs get their own work folder."""
+    from rlib.recursive import config as recursive_config
+    from rlib.recursive import experiments as recursive
+    from rlib import paths
+    from rlib.relaxed.config import RelaxedConfig
+
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
+    hf_model = TINY["qwen2"]()
+    folder = tmp_path / "my-qwen2"
+    hf_model.save_pretrained(folder)
+    word_tokenizer().save_pretrained(folder)
+    cfg = recursive_config.RecursiveConfig.preset("smoke").override(model=str(folder), loops=(3,), init_loops=3)
+    assert recursive_config.source_config(cfg.model).family == "qwen2" and cfg.tokenizer == str(folder.resolve())
+    source = recursive.load_source(cfg)
+    input_ids = tokens(2, 12)
+    with torch.no_grad():
+        assert max_diff(source(input_ids), hf_model(input_ids).logits) <= 1e-4
+    looped = recursive_config.Variant("recursive", 3).build(source)
+    assert looped.config.n_layers == 1 and len(looped.plan) == 3
+    with pytest.raises(ConfigError, match=r"loops \[2\] do not divide the 3 layers.*valid: \[1, 3\]"):
+        recursive.load_source(cfg.override(loops=(2,), init_loops=2))
+    own = recursive.work_dir("smoke", cfg.model)
+    assert own.parent == recursive.work_dir("smoke") and own.name.startswith("source-my-qwen2-")
+    assert recursive.teacher_dir("smoke", cfg.model).parent.parent == own
+    assert RelaxedConfig.preset("smoke").override(model=str(folder), n_loops=3).tokenizer == str(folder.resolve())
+    with pytest.raises(ConfigError, match="'nowhere/at-all' is neither an embedded model"):
+        recursive_config.RecursiveConfig.preset("smoke").override(model="nowhere/at-all")
