@@ -69,7 +69,8 @@ from rlib.data import WindowSampler
 from rlib.fsutil import atomic_path
 from rlib.progress import progress
 
-__all__ = ["SCHEDULES", "LossHook", "TrainConfig", "TrainResult", "lr_factor", "train"]
+__all__ = ["SCHEDULES", "LossHook", "TrainConfig", "TrainResult", "full_state_dict", "lr_factor", "process_state",
+           "train"]
 
 SCHEDULES = ("cosine", "wsd", "constant")
 PRECISIONS = ("no", "bf16")
@@ -362,6 +363,23 @@ def evaluate(accelerator, model, val_windows: Dataset, cfg: TrainConfig) -> tupl
 
 
 # ---- the loop -----------------------------------------------------------------------------------------------
+
+
+def process_state():
+    """Accelerate's PartialState as `train` sets it up (gloo CPU processes without CUDA): rank, main_process_first,
+    wait_for_everyone for the code around a training run."""
+    from accelerate import PartialState
+
+    return PartialState(cpu=not torch.cuda.is_available())
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """`model.state_dict()` as whole CPU tensors, FSDP2's sharded parameters (DTensors) gathered: a collective under
+    FSDP, so every process must call it; the same tensors as the plain state dict otherwise."""
+    from torch.distributed.tensor import DTensor
+
+    return {name: (t.full_tensor() if isinstance(t, DTensor) else t).detach().cpu()
+            for name, t in model.state_dict().items()}
 
 
 def _accelerator(cfg: TrainConfig):

@@ -117,7 +117,7 @@ def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, slot: e
                    val_windows=val_windows(cfg, corpus), teacher=teacher_model)
     after = evaluate_model(model, cfg, windows, tasks=True)
     if _keeps(variant, cfg):
-        convert.save(model, slot.folder / "model")
+        convert.save(model, slot.folder / "model", tokenizer=cfg.tokenizer)
     slot.drop_checkpoint()
     return {
         "name": variant.name,
