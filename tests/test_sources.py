@@ -71,9 +71,9 @@ def test_the_data_layer_takes_a_checkpoint_folder_as_tokenizer(tmp_path):
 def test_the_conversion_chapters_take_a_users_checkpoint_by_path(tmp_path, monkeypatch):
     """Chapter 01's config and source loading (and chapter 02's, which share them) on a Qwen2 folder: its config is
     read before the weights, the loop counts are checked against its layers, the runs get their own work folder."""
+    from rlib import paths
     from rlib.recursive import config as recursive_config
     from rlib.recursive import experiments as recursive
-    from rlib import paths
     from rlib.relaxed.config import RelaxedConfig
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
