@@ -69,6 +69,13 @@ def test_rope_scaling_is_refused_naming_the_field(make, rope_type, extra):
         DecoderConfig.from_hf(config)
 
 
+def test_partial_rotary_factor_is_refused_naming_the_field():
+    config = tiny_qwen3().config
+    config.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+    with pytest.raises(ConfigError, match=r"rope_parameters\['partial_rotary_factor'\]=0.5"):
+        DecoderConfig.from_hf(config)
+
+
 def test_unsupported_layer_type_and_model_type_are_refused():
     config = tiny_qwen3().config
     config.layer_types = ["full_attention", "chunked_attention", "full_attention"]

@@ -145,6 +145,10 @@ def _default_rope_theta(rope_parameters: dict | None, where: str) -> float:
     if rope_type != "default":
         raise ConfigError(f"{where}: rope_parameters['rope_type']={rope_type!r} (rope scaling) is not supported; "
                           "only 'default' RoPE is implemented")
+    partial = rope_parameters.get("partial_rotary_factor", 1.0)
+    if partial != 1.0:
+        raise ConfigError(f"{where}: rope_parameters['partial_rotary_factor']={partial!r} is not supported; RoPE "
+                          "rotates the whole head here")
     return float(rope_parameters["rope_theta"])
 
 
