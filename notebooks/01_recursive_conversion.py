@@ -36,6 +36,8 @@ out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/0
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are the preset's `seeds`)
 steps: int | None = None  # uptraining steps per run; None keeps the preset
 task_limit: int | None = None  # items per task of the local suite; None keeps the preset
+model: str | None = None  # source: asset, hf:ORG/NAME or checkpoint folder; None keeps the preset
+loops: str | None = None  # loop counts of the size sweep, e.g. "2,4" (the first is also init_loops)
 
 # %%
 from rlib.book import check_parameters
@@ -44,13 +46,15 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 
 # %%
 from rlib import book, looping
-from rlib import experiments as grid
 from rlib.looping import Looping
 from rlib.recursive import claims, config, experiments, lr_sweep, plots, tables
 
-cfg = config.RecursiveConfig.preset(profile).override(steps=steps, task_limit=task_limit)
+sweep_loops = tuple(int(b) for b in loops.split(",")) if loops else None
+cfg = config.RecursiveConfig.preset(profile).override(steps=steps, task_limit=task_limit, model=model,
+                                                      loops=sweep_loops, init_loops=sweep_loops and sweep_loops[0])
+cfg.check_model(config.source_config(cfg.model).n_layers)  # an unsupported checkpoint or loop count fails here
 run = book.start("01_recursive_conversion", profile, out_dir, seed, cfg)
-work = grid.work_dir(profile, "01_recursive_conversion")
+work = experiments.work_dir(profile, cfg.model)
 cfg
 
 # %% [markdown]

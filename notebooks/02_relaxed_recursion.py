@@ -34,6 +34,7 @@ profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.relaxed.con
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/02_relaxed_recursion
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the variants)
 steps: int | None = None  # uptraining steps per run; None keeps the preset
+model: str | None = None  # source: asset, hf:ORG/NAME or checkpoint folder (as chapter 01's); None keeps the preset
 
 # %%
 from rlib.book import check_parameters
@@ -42,15 +43,15 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 
 # %%
 from rlib import book, relax
-from rlib import experiments as grid
 from rlib.recursive import experiments as recursive
 from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
 from rlib.serving import rows, simulate
 
-cfg = config.RelaxedConfig.preset(profile).override(steps=steps)
+cfg = config.RelaxedConfig.preset(profile).override(steps=steps, model=model)
+cfg.check_model(recursive.source_config(cfg.model).n_layers)  # an unsupported checkpoint or loop count fails here
 run = book.start("02_relaxed_recursion", profile, out_dir, seed, cfg)
-work = grid.work_dir(profile, "02_relaxed_recursion")
-teacher_dir = recursive.teacher_dir(profile)
+work = recursive.work_dir(profile, cfg.model, "02_relaxed_recursion")
+teacher_dir = recursive.teacher_dir(profile, cfg.model)
 source = recursive.load_source(cfg)
 cfg
 

@@ -537,9 +537,12 @@ def load_hub_dataset(repo_id: str, split: str = "train", **kwargs):
 
 
 def checkpoint_dir(name: str) -> Path:
-    """Where `name` loads from: an embedded model's converted folder or a cached hub snapshot."""
+    """Where `name` loads from: an embedded model's converted folder, a cached hub snapshot, or a local folder
+    (a user's transformers checkpoint or tokenizer) given by its path."""
     if name.startswith(HUB_PREFIX):
         return _hub_snapshot(name[len(HUB_PREFIX):])
+    if name not in REGISTRY and Path(name).expanduser().is_dir():
+        return Path(name).expanduser().resolve()
     return model_dir(name)
 
 

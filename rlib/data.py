@@ -71,12 +71,15 @@ BATCH_CHARS = 2_000_000  # characters handed to the fast tokenizer per call (it 
 
 
 def check_tokenizer(tokenizer: str) -> str:
-    """A model asset name or `hf:ORG/NAME`; anything else raises ValueError."""
-    valid = f"valid tokenizers: {', '.join(assets.MODELS)} or hf:ORG/NAME"
+    """A model asset name, `hf:ORG/NAME` or a folder with tokenizer files (a user's checkpoint); anything else
+    raises ValueError."""
+    valid = f"valid tokenizers: {', '.join(assets.MODELS)}, hf:ORG/NAME or a folder with tokenizer files"
     if not isinstance(tokenizer, str):
         raise ValueError(f"tokenizer must be a name, got {tokenizer!r}; {valid}")
     is_hub_name = tokenizer.startswith(assets.HUB_PREFIX) and len(tokenizer) > len(assets.HUB_PREFIX)
-    if tokenizer not in assets.MODELS and not is_hub_name:
+    folder = Path(tokenizer).expanduser()
+    is_folder = tokenizer not in assets.MODELS and any((folder / name).is_file() for name in TOKENIZER_FILES)
+    if tokenizer not in assets.MODELS and not is_hub_name and not is_folder:
         raise ValueError(f"unknown tokenizer {tokenizer!r}; {valid}")
     return tokenizer
 
@@ -110,7 +113,8 @@ def _hash_files(signature: tuple[tuple[str, int, int], ...]) -> str:
 def tokenizer_key(tokenizer: str) -> str:
     """Folder name of a tokenizer's caches: its name and its files' fingerprint."""
     folder = assets.checkpoint_dir(check_tokenizer(tokenizer))
-    readable_name = re.sub(r"[^A-Za-z0-9._-]+", "_", tokenizer)
+    name = tokenizer if tokenizer in assets.MODELS or tokenizer.startswith(assets.HUB_PREFIX) else folder.name
+    readable_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     return f"{readable_name}-{fingerprint_tokenizer_files(folder)}"
 
 

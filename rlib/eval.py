@@ -257,7 +257,6 @@ def _sync(device: torch.device) -> None:
 
 DEFAULT_MAX_LENGTH = 2048  # tokens per forward, whatever longer context the model was trained on
 GENERATE_CHUNK = 32  # new tokens per Decoder.generate call before the stop strings are checked
-_FAMILY_TOKENIZERS = {"llama": "smollm2-135m", "gemma3": "gemma3-270m"}
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -288,7 +287,12 @@ def _default_tokenizer(path: str | None, model: Any, decoder: Any) -> Any:
         meta = json.loads((folder / "decoder.json").read_text())
         if meta.get("tokenizer"):
             return meta["tokenizer"]
-    return _FAMILY_TOKENIZERS[decoder.config.family]
+    from rlib.sources import FAMILY_TOKENIZERS
+
+    if decoder.config.family not in FAMILY_TOKENIZERS:
+        raise ValueError(f"no tokenizer is recorded for this {decoder.config.family} model; pass "
+                         "tokenizer=<asset name or folder> in --model_args")
+    return FAMILY_TOKENIZERS[decoder.config.family]
 
 
 def _load_decoder(path: str | None, model: Any, device: str):

@@ -1,6 +1,8 @@
 """The book's Decoder against transformers: same logits (fp32, <= 1e-4 max abs), with and without KV cache.
 
-(a) tiny random Llama (GQA) and Gemma 3 (MQA, QK-norm, sliding window shorter than the sequence) models
+(a) tiny random Llama (GQA), Gemma 3 (MQA, QK-norm, sliding window shorter than the sequence), Qwen2 (Q/K/V biases,
+    sliding window on its upper layers), Qwen3 (per-head QK-norm, with and without attention biases) and Mistral
+    (sliding window shorter than the sequence, or none) models; more on the last three in test_model_families.py
 (b) the embedded SmolLM2-135M and Gemma 3 270M on real text, Gemma beyond its 512-token window
 (c) export back to transformers, and the book's own save/load
 (d) execution plans: identity, looping (cycle), shared KV, early exits
@@ -11,7 +13,18 @@ import textwrap
 
 import pytest
 import torch
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 from rlib.model import Decoder, DecoderConfig, ExecutionPlan, from_transformers, load, save, to_transformers
 from rlib.model.config import ConfigError
@@ -55,11 +68,38 @@ def tiny_gemma(logit_softcap: bool = False) -> Gemma3ForCausalLM:
     return randomize(Gemma3ForCausalLM(config), seed=1)
 
 
+SHAPE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=112, num_hidden_layers=3, num_attention_heads=4,
+             num_key_value_heads=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+             bos_token_id=1, eos_token_id=2, pad_token_id=0)
+WINDOW = 5  # Qwen2's and Mistral's sliding window: shorter than every test sequence
+
+
+def tiny_qwen2(sliding: bool = True) -> Qwen2ForCausalLM:
+    config = Qwen2Config(**SHAPE, use_sliding_window=sliding, sliding_window=WINDOW, max_window_layers=1)
+    return randomize(Qwen2ForCausalLM(config), seed=2)
+
+
+def tiny_qwen3(attention_bias: bool = False) -> Qwen3ForCausalLM:
+    config = Qwen3Config(**SHAPE, head_dim=24, attention_bias=attention_bias, tie_word_embeddings=True)
+    return randomize(Qwen3ForCausalLM(config), seed=3)
+
+
+def tiny_mistral(window: int | None = WINDOW) -> MistralForCausalLM:
+    config = MistralConfig(**{**SHAPE, "num_key_value_heads": 1}, sliding_window=window)
+    return randomize(MistralForCausalLM(config), seed=4)
+
+
 TINY = {
     "llama": tiny_llama,
     "llama_tied": lambda: tiny_llama(tied=True),
     "gemma3": tiny_gemma,
     "gemma3_logit_softcap": lambda: tiny_gemma(logit_softcap=True),
+    "qwen2": tiny_qwen2,
+    "qwen2_global": lambda: tiny_qwen2(sliding=False),
+    "qwen3": tiny_qwen3,
+    "qwen3_bias": lambda: tiny_qwen3(attention_bias=True),
+    "mistral": tiny_mistral,
+    "mistral_global": lambda: tiny_mistral(window=None),
 }
 
 
@@ -84,7 +124,7 @@ def cached_logits(decoder: Decoder, input_ids: torch.Tensor, chunks: list[int]) 
 def test_tiny_full_forward_matches_transformers(name):
     hf_model = TINY[name]()
     decoder = from_transformers(hf_model)
-    input_ids = tokens(2, 20)  # longer than the Gemma window (7)
+    input_ids = tokens(2, 20)  # longer than the Gemma window (7) and the Qwen2 / Mistral one (5)
     with torch.no_grad():
         diff = max_diff(decoder(input_ids), hf_model(input_ids).logits)
     print(f"{name}: full forward max |diff| = {diff:.2e}")
@@ -247,6 +287,7 @@ def test_export_to_transformers_reproduces_logits(name):
     hf_model = TINY[name]()
     exported = to_transformers(from_transformers(hf_model))
     assert type(exported) is type(hf_model)
+    assert DecoderConfig.from_hf(exported.config) == DecoderConfig.from_hf(hf_model.config)
     input_ids = tokens(2, 20)
     with torch.no_grad():
         assert max_diff(exported(input_ids).logits, hf_model(input_ids).logits) <= TOL

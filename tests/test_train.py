@@ -1,7 +1,8 @@
 """rlib.train on a tiny random-init Decoder and random token windows: accumulation, resume, KD, hooks, 2 processes.
 
 The file also runs as a script (`python tests/test_train.py MODE OUT_DIR`) for the runs that must be separate
-processes: a run killed mid-training (`killed`) and a 2-process gloo run under torchrun (`ddp`).
+processes: a run killed mid-training (`killed`), a 2-process gloo run under torchrun (`ddp`) and 2-process gloo runs
+of a looped model under `accelerate launch --use_fsdp` (`fsdp`, `fsdp_killed`).
 """
 
 from __future__ import annotations
@@ -205,6 +206,59 @@ def test_two_gloo_processes_match_one(tmp_path):
     assert summary["val_loss"] == pytest.approx(single.val_loss, abs=1e-5)
 
 
+FSDP_LAUNCH = ["--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               "--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+               "--fsdp_transformer_layer_cls_to_wrap", "DecoderBlock", "--fsdp_state_dict_type", "SHARDED_STATE_DICT"]
+
+
+def looped_decoder(seed: int = 0) -> Decoder:
+    """The tiny decoder looped twice (2 blocks at 4 depths) with tied embeddings: every block's weights are used at
+    two depths, the case FSDP must all-gather once per use and reduce once per step."""
+    from rlib import looping
+
+    config = tiny_decoder().config.replace(n_layers=4, rope_thetas=(1e4,) * 4, sliding_windows=(None,) * 4)
+    torch.manual_seed(seed)
+    source = Decoder(config)
+    torch.nn.init.normal_(source.embed.weight, std=0.02)
+    model = looping.convert(source, looping.Looping(2))
+    assert model.config.tie_embeddings and [s.block for s in model.plan.steps] == [0, 1, 0, 1]
+    return model
+
+
+@pytest.mark.slow
+def test_fsdp_two_gloo_processes_match_one_and_resume(tmp_path):
+    """Accelerate's FSDP plugin (FSDP2, one shard unit per DecoderBlock) on 2 CPU processes: the losses of a looped
+    model with tied layers equal single-process training, and a run killed after its step-2 checkpoint resumes
+    from the sharded checkpoint onto the same curve."""
+    accelerate_cli = Path(sys.executable).with_name("accelerate")
+    if not accelerate_cli.exists():
+        pytest.skip("accelerate's launcher is not installed next to this Python")
+    cfg = base_config(max_steps=4, eval_every=2, checkpoint_every=2)
+    single = train(looped_decoder(), Windows(32), cfg, tmp_path / "one", val_windows=Windows(8, seed=9))
+    ran = run_subprocess([str(accelerate_cli), "launch", *FSDP_LAUNCH, __file__, "fsdp", str(tmp_path / "two")],
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    layout = json.loads((tmp_path / "two" / "fsdp.json").read_text())
+    assert layout == {"distributed_type": "FSDP", "sharded": True, "local_rows": 32}, layout  # half of 64 rows
+    one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
+    assert one.keys() == two.keys() == {1, 2, 3, 4}
+    print("FSDP: max |1-process - 2-process| loss:", max(abs(one[s] - two[s]) for s in one))
+    assert all(abs(one[s] - two[s]) < 1e-5 for s in one), (one, two)
+    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["val_loss"] == pytest.approx(single.val_loss, abs=1e-5)
+    # killed as step index 3 starts (after the step-2 checkpoint), then the same command resumes
+    killed = run_subprocess([str(accelerate_cli), "launch", *FSDP_LAUNCH, __file__, "fsdp_killed",
+                             str(tmp_path / "resumed")], timeout=300)
+    assert killed.returncode != 0
+    assert json.loads((tmp_path / "resumed" / "checkpoint" / "latest.json").read_text())["step"] == 2
+    ran = run_subprocess([str(accelerate_cli), "launch", *FSDP_LAUNCH, __file__, "fsdp", str(tmp_path / "resumed")],
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads((tmp_path / "resumed" / "summary.json").read_text())["resumed_from"] == 2
+    resumed = losses(tmp_path / "resumed")
+    assert resumed.keys() == one.keys() and all(abs(one[s] - resumed[s]) < 1e-5 for s in one), (one, resumed)
+
+
 # ---- the separate processes ---------------------------------------------------------------------------------
 
 
@@ -212,11 +266,29 @@ def _main(mode: str, out_dir: str) -> None:
     if mode == "killed":
         cfg = base_config(max_steps=10, checkpoint_every=4)
         train(tiny_decoder(), Windows(32), cfg, out_dir, val_windows=Windows(8, seed=9), hooks=[KillAt(9)])
+    elif mode in ("fsdp", "fsdp_killed"):
+        _fsdp_run(out_dir, killed=mode == "fsdp_killed")
     elif mode == "ddp":
         cfg = base_config(max_steps=4, eval_every=2)  # 2 processes x micro 2 = the global batch of 4
         train(tiny_decoder(), Windows(32), cfg, out_dir, val_windows=Windows(8, seed=9))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
+
+
+def _fsdp_run(out_dir: str, killed: bool) -> None:
+    from accelerate import PartialState
+    from torch.distributed.tensor import DTensor
+
+    model = looped_decoder()
+    cfg = base_config(max_steps=4, eval_every=2, checkpoint_every=2)
+    train(model, Windows(32), cfg, out_dir, val_windows=Windows(8, seed=9), hooks=[KillAt(3)] if killed else [])
+    state = PartialState()
+    weight = model.embed.weight
+    if state.is_main_process:
+        local = weight.to_local() if isinstance(weight, DTensor) else weight
+        layout = {"distributed_type": state.distributed_type.name, "sharded": isinstance(weight, DTensor),
+                  "local_rows": int(local.shape[0])}
+        (Path(out_dir) / "fsdp.json").write_text(json.dumps(layout))
 
 
 if __name__ == "__main__":

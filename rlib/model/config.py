@@ -1,6 +1,7 @@
-"""`DecoderConfig`: one frozen description of a Llama- or Gemma-3-style decoder, and its reading from transformers.
+"""`DecoderConfig`: one frozen description of a Llama-family or Gemma-3-style decoder, and its reading from
+transformers (model types llama, qwen2, qwen3, mistral, gemma3_text).
 
-The two families differ only in values, never in code paths chosen by name:
+The families differ only in values, never in code paths chosen by name:
 
     Llama (SmolLM2)          Gemma 3 (270M)
     norm_kind "rms"          norm_kind "rms_plus_one"        RMSNorm scales by w, or by (1 + w)
@@ -10,6 +11,13 @@ The two families differ only in values, never in code paths chosen by name:
     activation "silu"        activation "gelu_tanh"          SwiGLU or GeGLU (tanh-approximated GELU)
     one rope theta           theta 1e4 (sliding) / 1e6       per layer, with a sliding window or None
     attn_scale D**-0.5       query_pre_attn_scalar**-0.5
+
+    Qwen2    = Llama + biases on the Q, K and V projections (`qkv_bias`; none on O), sliding windows per `layer_types`
+    Qwen3    = Llama + QK-norm (plain RMSNorm over each head), sliding windows per `layer_types`
+    Mistral  = Llama + one sliding window on every layer (or none)
+
+Anything a reader does not implement (a scaled rope type, an unknown layer type, an activation) is refused with a
+`ConfigError` naming the transformers field and its value.
 
 Per-layer fields (`rope_thetas`, `sliding_windows`) have one entry per *unique block*: by default a looped
 model runs each block with its own theta and window. A plan step may override both per depth
@@ -28,13 +36,13 @@ from rlib.config import Checked, ConfigError
 
 ACTIVATIONS = ("silu", "gelu_tanh")
 NORM_KINDS = ("rms", "rms_plus_one")
-FAMILIES = ("llama", "gemma3")
+FAMILIES = ("llama", "gemma3", "qwen2", "qwen3", "mistral")
 _HF_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
 
 
 @dataclass(frozen=True)
 class DecoderConfig(Checked):
-    family: str  # "llama" | "gemma3": which transformers class `to_transformers` builds
+    family: str  # one of FAMILIES: which transformers class `to_transformers` builds
     vocab_size: int
     d_model: int
     n_layers: int  # unique blocks (the execution plan may run them more than once)
@@ -54,8 +62,9 @@ class DecoderConfig(Checked):
     logit_softcap: float | None = None  # logits = c * tanh(logits / c)
     attn_softcap: float | None = None  # scores = c * tanh(scores / c), before the mask
     tie_embeddings: bool = True
-    attn_bias: bool = False
+    attn_bias: bool = False  # biases on Q, K, V and O (Llama's and Qwen3's `attention_bias`)
     mlp_bias: bool = False
+    qkv_bias: bool = False  # biases on Q, K and V only (Qwen2)
     bos_id: int | None = None
     eos_ids: tuple[int, ...] = ()
     pad_id: int | None = None
@@ -114,15 +123,13 @@ class DecoderConfig(Checked):
 
     @classmethod
     def from_hf(cls, hf_config) -> DecoderConfig:
-        """Read a transformers `LlamaConfig` or `Gemma3TextConfig` (the text config of a Gemma3Config too)."""
+        """Read a transformers config of a supported model type (the text config of a Gemma3Config too)."""
         hf_config = getattr(hf_config, "text_config", None) or hf_config
-        if hf_config.model_type == "llama":
-            return _from_llama(hf_config)
-        if hf_config.model_type == "gemma3_text":
-            return _from_gemma3(hf_config)
-        raise ConfigError(
-            f"no decoder for transformers model_type {hf_config.model_type!r}; supported: llama, gemma3_text"
-        )
+        reader = _READERS.get(hf_config.model_type)
+        if reader is None:
+            raise ConfigError(f"no decoder for transformers model_type {hf_config.model_type!r}; "
+                              f"supported: {', '.join(_READERS)}")
+        return reader(hf_config)
 
 
 def _activation(name: str) -> str:
@@ -136,7 +143,12 @@ def _default_rope_theta(rope_parameters: dict | None, where: str) -> float:
     rope_parameters = rope_parameters or {}
     rope_type = rope_parameters.get("rope_type", "default")
     if rope_type != "default":
-        raise ConfigError(f"{where}: rope_type {rope_type!r} is not supported (only 'default')")
+        raise ConfigError(f"{where}: rope_parameters['rope_type']={rope_type!r} (rope scaling) is not supported; "
+                          "only 'default' RoPE is implemented")
+    partial = rope_parameters.get("partial_rotary_factor", 1.0)
+    if partial != 1.0:
+        raise ConfigError(f"{where}: rope_parameters['partial_rotary_factor']={partial!r} is not supported; RoPE "
+                          "rotates the whole head here")
     return float(rope_parameters["rope_theta"])
 
 
@@ -169,22 +181,55 @@ def _common(hf_config) -> dict[str, Any]:
     ) | {"norm_eps": float(hf_config.rms_norm_eps)}
 
 
-def _from_llama(hf_config) -> DecoderConfig:
-    theta = _default_rope_theta(hf_config.rope_parameters, "llama")
+def _llama_like(hf_config, family: str, sliding_windows: tuple[int | None, ...], qk_norm: bool = False,
+                **biases: bool) -> DecoderConfig:
+    """Llama's structure (pre-norms, w-scaled RMSNorm, gated MLP, one rope theta) with family-specific values."""
+    theta = _default_rope_theta(hf_config.rope_parameters, family)
     common = _common(hf_config)
     return DecoderConfig(
-        family="llama",
+        family=family,
         activation=_activation(hf_config.hidden_act),
         norm_kind="rms",
         post_norms=False,
         embed_scale=1.0,
-        qk_norm=False,
+        qk_norm=qk_norm,
         rope_thetas=(theta,) * hf_config.num_hidden_layers,
-        sliding_windows=(None,) * hf_config.num_hidden_layers,
+        sliding_windows=sliding_windows,
         attn_scale=common["head_dim"] ** -0.5,
-        mlp_bias=bool(getattr(hf_config, "mlp_bias", False)),
+        **biases,
         **common,
     )
+
+
+def _from_llama(hf_config) -> DecoderConfig:
+    return _llama_like(hf_config, "llama", (None,) * hf_config.num_hidden_layers,
+                       mlp_bias=bool(getattr(hf_config, "mlp_bias", False)))
+
+
+def _typed_windows(hf_config, family: str) -> tuple[int | None, ...]:
+    """Per layer: `sliding_window` on "sliding_attention" layers, None on "full_attention" ones (Qwen2, Qwen3)."""
+    windows = []
+    for i, layer_type in enumerate(hf_config.layer_types[: hf_config.num_hidden_layers]):
+        if layer_type not in ("sliding_attention", "full_attention"):
+            raise ConfigError(f"{family}: layer_types[{i}]={layer_type!r} is not supported "
+                              "(only 'sliding_attention' and 'full_attention')")
+        if layer_type == "sliding_attention" and not hf_config.sliding_window:
+            raise ConfigError(f"{family}: layer_types[{i}]='sliding_attention' but sliding_window="
+                              f"{hf_config.sliding_window!r} (use_sliding_window={hf_config.use_sliding_window})")
+        windows.append(hf_config.sliding_window if layer_type == "sliding_attention" else None)
+    return tuple(windows)
+
+
+def _from_qwen2(hf_config) -> DecoderConfig:
+    return _llama_like(hf_config, "qwen2", _typed_windows(hf_config, "qwen2"), qkv_bias=True)
+
+
+def _from_qwen3(hf_config) -> DecoderConfig:
+    return _llama_like(hf_config, "qwen3", _typed_windows(hf_config, "qwen3"), qk_norm=True)
+
+
+def _from_mistral(hf_config) -> DecoderConfig:
+    return _llama_like(hf_config, "mistral", (hf_config.sliding_window,) * hf_config.num_hidden_layers)
 
 
 def _from_gemma3(hf_config) -> DecoderConfig:
@@ -193,7 +238,8 @@ def _from_gemma3(hf_config) -> DecoderConfig:
     thetas, windows = [], []
     for i, layer_type in enumerate(hf_config.layer_types[: hf_config.num_hidden_layers]):
         if layer_type not in ("sliding_attention", "full_attention"):
-            raise ConfigError(f"gemma3: layer {i} has unsupported type {layer_type!r}")
+            raise ConfigError(f"gemma3: layer_types[{i}]={layer_type!r} is not supported "
+                              "(only 'sliding_attention' and 'full_attention')")
         thetas.append(_default_rope_theta(hf_config.rope_parameters[layer_type], f"gemma3 {layer_type}"))
         windows.append(hf_config.sliding_window if layer_type == "sliding_attention" else None)
     return DecoderConfig(
@@ -210,3 +256,8 @@ def _from_gemma3(hf_config) -> DecoderConfig:
         attn_softcap=None,  # transformers' Gemma 3 keeps `attn_logit_softcapping` in its config but never applies it
         **_common(hf_config),
     )
+
+
+_READERS = {"llama": _from_llama, "qwen2": _from_qwen2, "qwen3": _from_qwen3, "mistral": _from_mistral,
+            "gemma3_text": _from_gemma3}
+SUPPORTED_MODEL_TYPES = tuple(_READERS)

@@ -1,7 +1,9 @@
 """Weights in and out of the book's `Decoder`:
 
-    from_transformers(hf_model)  LlamaForCausalLM / Gemma3ForCausalLM -> Decoder (weights copied exactly)
+    from_transformers(hf_model)  Llama / Qwen2 / Qwen3 / Mistral / Gemma3 ForCausalLM -> Decoder (weights copied
+                                 exactly)
     to_transformers(decoder)     a plain decoder (identity plan) -> the transformers model of its family
+                                 (configs: `rlib.model.hf_configs`; looped and relaxed models: `rlib.model.unroll`)
     save(decoder, folder)        the book's format: model.safetensors + decoder.json (config and plan)
     load(folder)                 -> Decoder
 
@@ -18,8 +20,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rlib.config import ConfigError
-from rlib.model.config import HF_FIELDS, DecoderConfig
+from rlib.model.config import DecoderConfig
 from rlib.model.decoder import Decoder, ExecutionPlan
+from rlib.model.hf_configs import hf_config, model_class
 from rlib.model.lora import adapter_spec, build_adapter
 
 FORMAT = "rlib.decoder"
@@ -27,8 +30,9 @@ FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "decoder.json"
 
+_LLAMA_NORMS = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"}
 _NORM_NAMES = {  # ours -> transformers, per family
-    "llama": {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"},
+    "llama": _LLAMA_NORMS, "qwen2": _LLAMA_NORMS, "qwen3": _LLAMA_NORMS, "mistral": _LLAMA_NORMS,
     "gemma3": {
         "attn_norm": "input_layernorm",
         "attn_out_norm": "post_attention_layernorm",
@@ -79,89 +83,27 @@ def empty_decoder(
     return decoder.to_empty(device=device).to(dtype)
 
 
-def hf_config(config: DecoderConfig):
-    """The transformers config that describes the same model as `config` (raises ConfigError if none does)."""
-    if config.family == "llama":
-        return _llama_config(config)
-    return _gemma3_config(config)
-
-
-def _shared_fields(config: DecoderConfig) -> dict:
-    return dict(
-        **{theirs: getattr(config, ours) for ours, theirs in HF_FIELDS.items()},
-        head_dim=config.head_dim,
-        tie_word_embeddings=config.tie_embeddings,
-        attention_bias=config.attn_bias,
-        eos_token_id=list(config.eos_ids) if len(config.eos_ids) > 1 else (config.eos_ids or (None,))[0],
-    )
-
-
-def _require(condition: bool, family: str, what: str) -> None:
-    if not condition:
-        raise ConfigError(f"no transformers {family} model has {what}")
-
-
-def _llama_config(config: DecoderConfig):
-    from transformers import LlamaConfig
-
-    _require(config.norm_kind == "rms" and not config.post_norms and not config.qk_norm, "llama", "these norms")
-    _require(config.embed_scale == 1.0 and config.logit_softcap is None and config.attn_softcap is None,
-             "llama", "an embedding scale or soft-capping")
-    _require(len(set(config.rope_thetas)) == 1 and set(config.sliding_windows) == {None},
-             "llama", "per-layer rope thetas or sliding windows")
-    _require(abs(config.attn_scale - config.head_dim**-0.5) < 1e-12, "llama", "a custom attention scale")
-    return LlamaConfig(
-        hidden_act=config.activation,
-        mlp_bias=config.mlp_bias,
-        rope_parameters={"rope_type": "default", "rope_theta": config.rope_thetas[0]},
-        **_shared_fields(config),
-    )
-
-
-def _gemma3_config(config: DecoderConfig):
-    from transformers import Gemma3TextConfig
-
-    _require(config.norm_kind == "rms_plus_one" and config.post_norms and config.qk_norm, "gemma3", "these norms")
-    _require(config.activation == "gelu_tanh" and not config.mlp_bias, "gemma3", "this MLP")
-    _require(config.attn_softcap is None, "gemma3", "attention soft-capping (its config field is ignored)")
-    _require(abs(config.embed_scale - config.d_model**0.5) < 1e-9, "gemma3", "this embedding scale")
-    layer_types = ["full_attention" if w is None else "sliding_attention" for w in config.sliding_windows]
-    windows = {w for w in config.sliding_windows if w is not None}
-    _require(len(windows) <= 1, "gemma3", "several sliding-window sizes")
-    thetas = {}
-    for layer_type, theta in zip(layer_types, config.rope_thetas):
-        _require(thetas.setdefault(layer_type, theta) == theta, "gemma3", "several rope thetas per layer type")
-    scalar = config.attn_scale**-2
-    return Gemma3TextConfig(
-        hidden_activation="gelu_pytorch_tanh",
-        layer_types=layer_types,
-        sliding_window=windows.pop() if windows else 4096,
-        rope_parameters={t: {"rope_type": "default", "rope_theta": theta} for t, theta in thetas.items()},
-        query_pre_attn_scalar=round(scalar) if abs(scalar - round(scalar)) < 1e-6 else scalar,
-        final_logit_softcapping=config.logit_softcap,
-        **_shared_fields(config),
-    )
-
-
 def to_transformers(decoder: Decoder):
-    """The transformers model (LlamaForCausalLM / Gemma3ForCausalLM) with the decoder's weights, same dtype.
+    """The transformers model of the decoder's family (LlamaForCausalLM, Qwen2ForCausalLM, ...) with its weights,
+    same dtype.
 
-    Only a plain decoder exports: identity plan, no per-depth adapters.
+    Only a plain decoder exports: identity plan, no per-depth adapters (`rlib.model.unroll` makes one of a looped
+    or relaxed model).
     """
-    from transformers import Gemma3ForCausalLM, LlamaForCausalLM
     from transformers.initialization import no_init_weights
 
     config = decoder.config
     if not decoder.plan.is_identity(config.n_layers):
-        raise ConfigError("only a decoder with the identity execution plan maps onto a transformers model")
+        raise ConfigError("only a decoder with the identity execution plan maps onto a transformers model; "
+                          "rlib.model.unroll.unroll(decoder) writes a looped one out depth by depth")
     state = decoder.state_dict()
     adapters = [name for name in state if ".adapters." in name]
     if adapters:
-        raise ConfigError(f"merge or drop the per-depth adapters before export (e.g. {adapters[0]})")
+        raise ConfigError(f"merge or drop the per-depth adapters before export (e.g. {adapters[0]}); "
+                          "rlib.model.unroll.unroll(decoder) merges LoRA and norm deltas")
     hf_cfg = hf_config(config)
-    model_class = LlamaForCausalLM if config.family == "llama" else Gemma3ForCausalLM
     with no_init_weights():  # every weight is overwritten below; buffers (rope, embed scale) are set in __init__
-        model = model_class(hf_cfg)
+        model = model_class(config.family)(hf_cfg)
     model.to(device=decoder.embed.weight.device, dtype=decoder.embed.weight.dtype)
     hf_state = {_hf_name(name, config.family): tensor for name, tensor in state.items()}
     result = model.load_state_dict(hf_state, strict=False)
@@ -183,8 +125,11 @@ def adapter_specs(decoder: Decoder) -> dict[str, dict[str, dict]]:
     return specs
 
 
-def save(decoder: Decoder, folder: str | Path) -> Path:
-    """Write model.safetensors (the state dict) and decoder.json (format, config, plan) into `folder`."""
+def save(decoder: Decoder, folder: str | Path, tokenizer: str | None = None) -> Path:
+    """Write model.safetensors (the state dict) and decoder.json (format, config, plan) into `folder`.
+
+    `tokenizer` (an asset name or folder) is recorded in decoder.json for the tools that need one (rlib.eval,
+    rlib.export)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {name: tensor.detach().contiguous() for name, tensor in decoder.state_dict().items()}
@@ -198,6 +143,8 @@ def save(decoder: Decoder, folder: str | Path) -> Path:
     adapters = adapter_specs(decoder)
     if adapters:
         meta["adapters"] = adapters
+    if tokenizer is not None:
+        meta["tokenizer"] = str(tokenizer)
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     return folder
 

@@ -124,6 +124,8 @@ class DecoderOutput(NamedTuple):
 class Decoder(nn.Module):
     """A causal LM whose depth is an execution plan over `config.n_layers` unique blocks."""
 
+    _no_split_modules = ("DecoderBlock",)  # FSDP's transformer auto-wrap shards per block when no class is named
+
     def __init__(self, config: DecoderConfig, plan: ExecutionPlan | None = None):
         super().__init__()
         self.config = config

@@ -5,7 +5,7 @@
     RotaryTable        rotary position embeddings, one inverse-frequency table per distinct theta
     attention_mask     causal + sliding-window + padding mask from query and key *positions*
     Projection         nn.Linear with an optional per-depth adapter slot (the seam for depth-wise LoRA)
-    Attention          GQA/MQA self-attention via SDPA, optional QK-norm and score soft-capping
+    Attention          GQA/MQA self-attention via SDPA, optional Q/K/V(/O) biases, QK-norm and score soft-capping
     GatedMLP           SwiGLU (silu) or GeGLU (tanh GELU)
     DecoderBlock       one layer with Llama (pre-norm) or Gemma 3 (pre- and post-norm) placement
     StepContext        what one execution step needs besides the hidden states (positions, rope, cache, depth)
@@ -166,9 +166,10 @@ class Attention(nn.Module):
         self.theta = config.rope_thetas[layer]
         self.window = config.sliding_windows[layer]
         d_q, d_kv = config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
-        self.q_proj = Projection(config.d_model, d_q, bias=config.attn_bias)
-        self.k_proj = Projection(config.d_model, d_kv, bias=config.attn_bias)
-        self.v_proj = Projection(config.d_model, d_kv, bias=config.attn_bias)
+        qkv_bias = config.attn_bias or config.qkv_bias  # Qwen2: biases on Q, K, V but not on O
+        self.q_proj = Projection(config.d_model, d_q, bias=qkv_bias)
+        self.k_proj = Projection(config.d_model, d_kv, bias=qkv_bias)
+        self.v_proj = Projection(config.d_model, d_kv, bias=qkv_bias)
         self.o_proj = Projection(d_q, config.d_model, bias=config.attn_bias)
         plus_one = config.norm_kind == "rms_plus_one"
         self.q_norm = RMSNorm(config.head_dim, config.norm_eps, plus_one) if config.qk_norm else None

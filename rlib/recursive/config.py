@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlib import assets, looping
+from rlib import looping, sources
 from rlib.config import ConfigError, Preset
 from rlib.looping import Looping
 from rlib.model import Decoder
@@ -31,7 +31,8 @@ PRETRAINED_INITS = ("stepwise", "stepwise_fixed_start", "average", "lower", "upp
 
 @dataclass(frozen=True)
 class RecursiveConfig(Preset):
-    model: str  # the source checkpoint (an embedded asset)
+    model: str  # the source checkpoint: an asset name, hf:ORG/NAME or a folder (rlib.sources: llama, qwen2, qwen3,
+    # mistral or gemma3_text transformers checkpoints, or a book model folder)
     train_corpus: str  # uptraining data (the paper: SlimPajama)
     shift_corpus: str  # a second uptraining corpus for the data-shift comparison (Table 2's point)
     shift_recursive: bool  # uptrain the main recursive model on shift_corpus too (the paper shifts the full model)
@@ -97,6 +98,7 @@ class RecursiveConfig(Preset):
     }
 
     def __post_init__(self) -> None:
+        sources.locate(self.model)  # a name that is nothing fails here, naming it
         bad = [i for i in self.inits if i not in looping.INITS]
         if bad:
             raise ConfigError(f"inits {bad} unknown; choose from {list(looping.INITS)}")
@@ -111,6 +113,11 @@ class RecursiveConfig(Preset):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
         if self.train_corpus not in self.eval_corpora:
             raise ConfigError(f"eval_corpora {self.eval_corpora} must include train_corpus {self.train_corpus!r}")
+
+    @property
+    def tokenizer(self) -> str:
+        """The source's tokenizer (asset name or folder): every corpus of the chapter is tokenized with it."""
+        return sources.tokenizer_of(self.model)
 
     def check_model(self, n_layers: int) -> None:
         """Every loop count must divide the source's layers; raised before any training."""
@@ -190,9 +197,6 @@ def variants(cfg: RecursiveConfig) -> list[Variant]:
 
 
 def source_config(model: str):
-    """The DecoderConfig of an embedded checkpoint, read from its config.json (no weights loaded)."""
-    from transformers import AutoConfig
-
-    from rlib.model import DecoderConfig
-
-    return DecoderConfig.from_hf(AutoConfig.from_pretrained(assets.checkpoint_dir(model)))
+    """The DecoderConfig of a source checkpoint (asset name, hf:ORG/NAME or folder), from its config alone: an
+    unsupported model type, rope scaling or layer type is refused here naming the field (`rlib.sources`)."""
+    return sources.source_config(model)

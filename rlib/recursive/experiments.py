@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +19,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rlib import assets, counting, data, experiments, looping
+from rlib import counting, data, experiments, looping, sources
 from rlib import eval as rl_eval
 from rlib.config import ConfigError
 from rlib.looping import Looping
 from rlib.model import Decoder, convert
-from rlib.recursive.config import RecursiveConfig, Variant, variants
+from rlib.recursive.config import RecursiveConfig, Variant, source_config, variants
 from rlib.train import train
 
 __all__ = ["CHAPTER", "CODE_MODULES", "eval_windows", "evaluate_model", "load_source", "memory_table", "run_grid",
-           "source_result", "teacher_dir", "teacher_variant", "train_windows", "val_windows"]
+           "source_result", "teacher_dir", "teacher_variant", "train_windows", "val_windows", "work_dir"]
 
 CHAPTER = "01_recursive_conversion"
 
@@ -38,7 +39,7 @@ CODE_MODULES = ("rlib.recursive.config", "rlib.recursive.experiments", "rlib.loo
 
 def eval_windows(cfg: RecursiveConfig) -> dict[str, torch.Tensor]:
     """The fixed test windows [N, T] of every evaluation corpus (the same for every variant)."""
-    return {c: data.heldout_windows(c, cfg.model, cfg.seq_len, cfg.n_eval_windows, split="test", seed=0)
+    return {c: data.heldout_windows(c, cfg.tokenizer, cfg.seq_len, cfg.n_eval_windows, split="test", seed=0)
             for c in cfg.eval_corpora}
 
 
@@ -59,7 +60,7 @@ def evaluate_model(model: Decoder, cfg: RecursiveConfig, windows: dict[str, torc
     if tasks and cfg.tasks:
         scored = copy.deepcopy(model).to(torch.bfloat16) if cfg.precision == "bf16" else model  # RlibLM casts in place
         table = rl_eval.suite_table({"m": scored}, cfg.tasks, limit=cfg.task_limit, batch_size=cfg.micro_batch_size,
-                                    tokenizer=tokenizer or assets.load_tokenizer(cfg.model), dtype="auto")
+                                    tokenizer=tokenizer or data.load_tokenizer(cfg.tokenizer), dtype="auto")
         del scored
         primary = table[table["primary"]]
         for row in primary.itertuples():
@@ -69,12 +70,12 @@ def evaluate_model(model: Decoder, cfg: RecursiveConfig, windows: dict[str, torc
 
 
 def train_windows(cfg: RecursiveConfig, corpus: str) -> data.PackedWindows:
-    cache = data.token_cache(corpus, cfg.model, "train", progress=False)
+    cache = data.token_cache(corpus, cfg.tokenizer, "train", progress=False)
     return data.PackedWindows(cache, cfg.seq_len, bos_id=cache.bos_id)
 
 
 def val_windows(cfg: RecursiveConfig, corpus: str) -> torch.Tensor:
-    return data.heldout_windows(corpus, cfg.model, cfg.seq_len, cfg.val_windows, split="validation", seed=1)
+    return data.heldout_windows(corpus, cfg.tokenizer, cfg.seq_len, cfg.val_windows, split="validation", seed=1)
 
 
 def _keeps(variant: Variant, cfg: RecursiveConfig) -> bool:
@@ -116,7 +117,7 @@ def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, slot: e
                    val_windows=val_windows(cfg, corpus), teacher=teacher_model)
     after = evaluate_model(model, cfg, windows, tasks=True)
     if _keeps(variant, cfg):
-        convert.save(model, slot.folder / "model")
+        convert.save(model, slot.folder / "model", tokenizer=cfg.tokenizer)
     slot.drop_checkpoint()
     return {
         "name": variant.name,
@@ -132,10 +133,10 @@ def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, slot: e
 
 
 def load_source(cfg: RecursiveConfig) -> Decoder:
-    """The source checkpoint as a Decoder, checked against the config's loop counts (load it once per chapter)."""
-    source = convert.from_transformers(assets.load_model(cfg.model))
-    cfg.check_model(source.config.n_layers)
-    return source
+    """The source checkpoint (asset name, hf:ORG/NAME or folder; `rlib.sources`) as a Decoder, its config and the
+    config's loop counts checked before any weights load (load it once per chapter)."""
+    cfg.check_model(source_config(cfg.model).n_layers)
+    return sources.load_source(cfg.model)
 
 
 def teacher_variant(cfg: RecursiveConfig) -> Variant:
@@ -143,9 +144,24 @@ def teacher_variant(cfg: RecursiveConfig) -> Variant:
     return Variant("full", seed=cfg.seeds[0])
 
 
-def teacher_dir(profile: str) -> Path:
-    """Where chapter 01 saves its uptrained full-size model under `profile` (chapter 02 distills from it)."""
-    return experiments.work_dir(profile, CHAPTER) / teacher_variant(RecursiveConfig.preset(profile)).name / "model"
+def work_dir(profile: str, model: str | None = None, chapter: str = CHAPTER) -> Path:
+    """A conversion chapter's work folder (chapter 01's by default): `runs/.work/<profile>/<chapter>/`, or for a
+    source other than the preset's (a user's checkpoint) its own `source-<name>-<hash>/` inside it, so its runs
+    never replace the preset's (chapters 01 and 02 convert the same source)."""
+    folder = experiments.work_dir(profile, chapter)
+    if model is None or model == RecursiveConfig.preset(profile).model:
+        return folder
+    location = sources.locate(model).location
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(location).name or location)
+    own = folder / f"source-{readable}-{experiments.digest(location)[:8]}"
+    own.mkdir(parents=True, exist_ok=True)
+    return own
+
+
+def teacher_dir(profile: str, model: str | None = None) -> Path:
+    """Where chapter 01 saves its uptrained full-size model of `model` (default: the preset's) under `profile`
+    (chapter 02 distills from it)."""
+    return work_dir(profile, model) / teacher_variant(RecursiveConfig.preset(profile)).name / "model"
 
 
 def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] | None = None) -> list[dict[str, Any]]:

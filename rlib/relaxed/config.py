@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rlib import looping
+from rlib import looping, sources
 from rlib.config import ConfigError, Preset
 from rlib.train import TrainConfig
 
@@ -30,7 +30,7 @@ PHASES = ("uptrain", "co", "post")
 class RelaxedConfig(Preset):
     """Chapter 02's settings per profile (fields shared with chapter 01's config keep their meaning)."""
 
-    model: str
+    model: str  # the source checkpoint: asset name, hf:ORG/NAME or folder (as chapter 01's; rlib.sources)
     train_corpus: str
     eval_corpora: tuple[str, ...]
     n_loops: int  # B of every model of the chapter (the paper: 2, and 3 for some ablations)
@@ -113,6 +113,7 @@ class RelaxedConfig(Preset):
     }
 
     def __post_init__(self) -> None:
+        sources.locate(self.model)  # a name that is nothing fails here, naming it
         bad = [i for i in self.inits + self.zero_inits if i not in looping.INITS]
         if bad:
             raise ConfigError(f"inits {bad} unknown; choose from {list(looping.INITS)}")
@@ -130,6 +131,11 @@ class RelaxedConfig(Preset):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
         if self.throughput_repeats < 1:
             raise ConfigError(f"throughput_repeats={self.throughput_repeats} must be >= 1")
+
+    @property
+    def tokenizer(self) -> str:
+        """The source's tokenizer (asset name or folder; `rlib.sources`)."""
+        return sources.tokenizer_of(self.model)
 
     def check_model(self, n_layers: int) -> None:
         """n_loops must divide the source's layers; raised before any training."""

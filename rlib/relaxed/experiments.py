@@ -86,7 +86,7 @@ def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, wo
                    hooks=_exit_loss(variant, wrapped, cfg))
     after = evaluate(model, cfg, windows)
     if any(v.parent == variant for v in variants(cfg)) or _keeps(variant, cfg):
-        convert.save(model, slot.folder / "model")
+        convert.save(model, slot.folder / "model", tokenizer=cfg.tokenizer)
     slot.drop_checkpoint()
     counts = counting.count_parameters(model)
     return {"name": variant.name, "train_dir": train_dir.name, "variant": dataclasses.asdict(variant),

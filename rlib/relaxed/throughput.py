@@ -26,7 +26,7 @@ __all__ = ["prompts", "throughput_tables"]
 def prompts(cfg: RelaxedConfig) -> list[Request]:
     """Held-out prompts: the first `prompt_len` tokens of test windows of the uptraining corpus."""
     n = cfg.throughput_requests
-    windows = data.heldout_windows(cfg.train_corpus, cfg.model, max(cfg.prompt_len, 2), n, split="test", seed=7)
+    windows = data.heldout_windows(cfg.train_corpus, cfg.tokenizer, max(cfg.prompt_len, 2), n, split="test", seed=7)
     return [Request(i, windows[i, :cfg.prompt_len].tolist(), cfg.new_tokens) for i in range(n)]
 
 
