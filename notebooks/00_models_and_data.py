@@ -38,6 +38,11 @@ seq_len: int | None = None  # tokens per held-out window; None keeps the preset
 task_limit: int | None = None  # items per task of the task suite; None keeps the preset
 
 # %%
+from rlib.book import check_parameters
+
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
 from rlib import assets, basemodels, book, corpora, data, plotting, tasks
 
 cfg = basemodels.ModelsDataConfig.preset(profile).override(n_eval_windows=n_eval_windows, seq_len=seq_len,

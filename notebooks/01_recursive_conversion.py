@@ -38,6 +38,11 @@ steps: int | None = None  # uptraining steps per run; None keeps the preset
 task_limit: int | None = None  # items per task of the local suite; None keeps the preset
 
 # %%
+from rlib.book import check_parameters
+
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
 from rlib import book, experiments, looping, lr_sweep, recursive
 from rlib import recursive_plots as plots
 from rlib.looping import Looping

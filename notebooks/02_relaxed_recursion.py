@@ -36,9 +36,13 @@ seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the v
 steps: int | None = None  # uptraining steps per run; None keeps the preset
 
 # %%
+from rlib.book import check_parameters
+
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
 from rlib import book, experiments, recursive, relax, relaxed, throughput
 from rlib import relaxed_plots as plots
-from rlib.cdb import DepthBatchEngine
 
 cfg = relaxed.RelaxedConfig.preset(profile).override(steps=steps)
 run = book.start("02_relaxed_recursion", profile, out_dir, seed, cfg)

@@ -35,6 +35,11 @@ seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the v
 budget: float | None = None  # isoFLOP budget (forward FLOPs, paper convention); None keeps the preset
 
 # %%
+from rlib.book import check_parameters
+
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
 from rlib import book, experiments
 from rlib.mor import budget_sweep, chapter, grid, tables, uptrain
 from rlib.mor import plots as mor_plots

@@ -33,6 +33,11 @@ out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/0
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the presets)
 
 # %%
+from rlib.book import check_parameters
+
+check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
+
+# %%
 import torch
 
 from kernels.tiled_prefill import bench as prefill_bench

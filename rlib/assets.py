@@ -12,6 +12,13 @@ Each step writes into a temporary folder and renames it into place only when com
 used. A missing or corrupt asset raises `AssetError` naming the asset and the command that
 fetches it (`python -m rlib.assets fetch NAME`).
 
+Integrity on every load: every file's sha256 is checked against the manifest whenever an asset's
+folder is asked for (`path`, `model_dir`, and through them every loader). A full check records a
+*stamp* per file (size, mtime and inode, in `.cache/stamps/`), and a file whose stamp still matches
+is not hashed again, so an unchanged cache costs a `stat` per file; a file written to since (a
+different mtime, size or inode) is hashed again before it is used. `python -m rlib.assets verify`
+ignores the stamps, hashes everything, and lists every bad file of every asset.
+
 The `paper` and `gpu` profiles may also name Hugging Face hub models (`hf:ORG/NAME`); those load
 from the local hub cache only and fail at once, with a clear message, when the hub is offline and
 the model was never cached.
@@ -34,7 +41,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from rlib import paths
-from rlib.fsutil import atomic_folder, file_lock, sha256_file
+from rlib.fsutil import atomic_folder, atomic_path, file_lock, sha256_file
 
 MANIFEST = "asset.json"
 
@@ -303,7 +310,30 @@ def _check_sha(asset: Asset, path: Path, expected: str) -> None:
 # verification and paths
 
 
+def _stamp_file(folder: Path) -> Path:
+    return paths.CACHE / "stamps" / f"{folder.parent.name}-{folder.name}.json"
+
+
+def _stamp_of(st: os.stat_result, digest: str) -> dict:
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "sha256": digest}
+
+
+def _load_stamps(folder: Path) -> dict:
+    try:
+        return json.loads(_stamp_file(folder).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_stamps(folder: Path, stamps: dict) -> None:
+    # a read-only cache is no error: its files are then hashed on every load
+    with contextlib.suppress(OSError), atomic_path(_stamp_file(folder)) as tmp:
+        tmp.write_text(json.dumps(stamps, indent=1, sort_keys=True))
+
+
 def _verify_folder(asset: Asset, folder: Path, full: bool) -> None:
+    """Every file of `folder` against its manifest: sha256 unless an unchanged stamp vouches for it (`full`:
+    always). Raises one AssetError listing every missing or corrupt file."""
     manifest = folder / MANIFEST
     if not manifest.exists():
         raise AssetError(
@@ -311,13 +341,31 @@ def _verify_folder(asset: Asset, folder: Path, full: bool) -> None:
             f"fetch it with `{asset.fetch_command}` (or `make assets` for all of them)"
         )
     info = json.loads(manifest.read_text())
+    old = {} if full else _load_stamps(folder)
+    stamps, bad = {}, []
     for rel, meta in info["files"].items():
         p = folder / rel
-        if not p.exists() or p.stat().st_size != meta["size"] or (full and sha256_file(p) != meta["sha256"]):
-            state = "missing" if not p.exists() else "corrupt (size or sha256 differs from its manifest)"
-            raise AssetError(
-                f"asset {asset.name!r}: {p} is {state}; re-create it with `{asset.fetch_command} --force`"
-            )
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            bad.append(f"{p} is missing")
+            continue
+        if st.st_size != meta["size"]:
+            bad.append(f"{p} is corrupt (size {st.st_size}, its manifest says {meta['size']})")
+            continue
+        if old.get(rel) == _stamp_of(st, meta["sha256"]):
+            stamps[rel] = old[rel]
+            continue
+        digest = sha256_file(p)
+        if digest != meta["sha256"]:
+            bad.append(f"{p} is corrupt (sha256 {digest[:16]}..., its manifest says {meta['sha256'][:16]}...)")
+            continue
+        stamps[rel] = _stamp_of(st, digest)
+    if stamps != old:
+        _save_stamps(folder, stamps)
+    if bad:
+        raise AssetError(f"asset {asset.name!r}: " + "; ".join(bad)
+                         + f". Repair it with `{asset.fetch_command} --force`")
 
 
 def stdlib_dir() -> Path:
@@ -327,8 +375,8 @@ def stdlib_dir() -> Path:
 def path(name: str, *, full_check: bool = False) -> Path:
     """The extracted folder of an embedded asset; raises `AssetError` with the fix if unusable.
 
-    The cheap check (manifest present, every file at its recorded size) runs on every call; the
-    sha256 of every file is checked with `full_check=True` or `python -m rlib.assets verify`.
+    Every file's sha256 is checked on every call, skipped for a file whose stamp (size, mtime, inode at its
+    last full check) is unchanged; `full_check=True` hashes every file regardless (the pickle corpus does).
     """
     asset = get(name)
     if name == "python-stdlib":
@@ -352,10 +400,17 @@ def model_dir(name: str, *, full_check: bool = False) -> Path:
 
 
 def verify(name: str) -> None:
-    """Full sha256 check of everything an asset has in the cache."""
-    path(name, full_check=True)
-    if get(name).kind == "model":
-        model_dir(name, full_check=True)
+    """Full sha256 check of everything an asset has in the cache (extracted files, and a model's checkpoint);
+    raises one AssetError naming every bad file."""
+    problems = []
+    checks = [path] + ([model_dir] if get(name).kind == "model" else [])
+    for check in checks:
+        try:
+            check(name, full_check=True)
+        except AssetError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise AssetError("\n".join(problems))
 
 
 def is_ready(name: str) -> bool:
@@ -521,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="full sha256 check of cached assets")
     v.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
+    if args.cmd == "fetch":  # converting a model computes with torch
+        from rlib import threads
+
+        threads.configure()
     names = getattr(args, "names", None) or list(EMBEDDED)
     for n in names:
         get(n)  # unknown names fail before any work starts
@@ -533,9 +592,19 @@ def main(argv: list[str] | None = None) -> int:
             for n in names:
                 fetch(n, force=args.force)
         elif args.cmd == "verify":
+            bad = []
             for n in names:
-                verify(n)
-                print(f"[assets] {n}: ok")
+                try:
+                    verify(n)
+                except AssetError as exc:
+                    bad.append(n)
+                    print(f"[assets] {n}: BAD\n  " + str(exc).replace("\n", "\n  "), file=sys.stderr)
+                else:
+                    print(f"[assets] {n}: ok")
+            if bad:
+                print(f"error: {len(bad)} of {len(names)} asset(s) failed verification: {', '.join(bad)}; repair "
+                      f"with `python -m rlib.assets fetch {' '.join(bad)} --force`", file=sys.stderr)
+                return 1
     except AssetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

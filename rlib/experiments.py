@@ -1,31 +1,39 @@
 """Resumable experiment grids: one folder per run, results cached by a key of everything that decides them.
 
-A chapter that trains many models (chapter 01 uptrains about twenty) must survive an interruption without
-redoing finished work, and must never reuse a result that a changed config or changed library code would
-make different. Each run gets a folder under the chapter's *work directory* (outside the runner's staging
-folder, so a failed or killed chapter keeps it), and writes `result.json` last, atomically, with its key:
+Every chapter that trains (chapter 01 uptrains about twenty models) runs its grid through `run_grid`, which
+must survive an interruption without redoing finished work, and must never reuse a result that a changed config
+or changed library code would make different. Each run gets a folder under the chapter's *work directory*
+(outside the runner's staging folder, so a failed or killed chapter keeps it), and writes `result.json` last,
+atomically, with its key:
 
-    key = sha256(run spec, chapter config, source of the library modules that compute it)
+    key = sha256(run spec, the settings that decide it, source of the library modules that compute it)
 
-`cached(folder, key, compute)` returns the stored result when the key matches and otherwise runs `compute`
-(which may itself resume, e.g. `rlib.train.train` from its last checkpoint) and stores what it returns.
-Delete `runs/.work/<profile>/<chapter>/` to recompute everything.
+A run's `RunSlot` hands it a training folder `train-<key>/` (stale ones of an older key are removed first, so a
+resumed run never continues another config's checkpoint) and drops the optimizer checkpoint once training is
+done. `rlib.train.train` resumes from the checkpoint of an interrupted run. Delete
+`runs/.work/<profile>/<chapter>/` to recompute everything.
+
+    results = run_grid(variants(cfg), work, lambda v, slot: run_variant(v, cfg, slot),
+                       context=(cfg,), modules=CODE_MODULES, desc="variants")
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import inspect
 import json
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlib import paths
 from rlib.fsutil import atomic_path
 
-__all__ = ["RESULT_FILE", "cached", "code_digest", "digest", "work_dir"]
+__all__ = ["RESULT_FILE", "RunSlot", "cached", "code_digest", "digest", "load_model", "run_grid", "work_dir"]
 
 RESULT_FILE = "result.json"
 
@@ -39,7 +47,6 @@ def work_dir(profile: str, chapter: str) -> Path:
 
 def digest(*parts: Any) -> str:
     """A short stable hash of JSON-able parts (dataclasses via their dict, anything else via str)."""
-    import dataclasses
 
     def plain(obj: Any) -> Any:
         return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else str(obj)
@@ -69,15 +76,57 @@ def cached(folder: Path, key: str, compute: Callable[[], dict[str, Any]]) -> dic
     return result
 
 
-def run_cached(items: list, work: Path, context: tuple, modules: tuple[str, ...],
-               compute: Callable[[Any, str], dict[str, Any]], desc: str = "runs") -> list[dict[str, Any]]:
-    """Every item (with a `.name`) through `cached` under work/<name>, keyed on the item, `context` (the settings)
-    and the source of `modules`; `compute(item, key)` runs one that is missing or stale."""
+@dataclass(frozen=True)
+class RunSlot:
+    """Where one run of a grid works: its folder and its key."""
+
+    folder: Path
+    key: str
+
+    @property
+    def train_dir(self) -> Path:
+        """`folder/train-<key>/`, for `rlib.train.train` (metrics.csv, resumable checkpoints); training folders of
+        other keys are removed on first use, so a changed config never resumes an old checkpoint."""
+        current = self.folder / f"train-{self.key}"
+        for stale in self.folder.glob("train-*"):
+            if stale != current:
+                shutil.rmtree(stale, ignore_errors=True)
+        return current
+
+    def drop_checkpoint(self) -> None:
+        """Remove the optimizer checkpoint of a finished run (GBs no longer needed; the metrics stay)."""
+        shutil.rmtree(self.folder / f"train-{self.key}" / "checkpoint", ignore_errors=True)
+
+
+def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot], dict[str, Any]],
+             context: tuple | Callable[[Any], tuple] = (), modules: Sequence[str] = (), desc: str = "runs",
+             unit: str = "run") -> list[dict[str, Any]]:
+    """Every item (with a `.name`) through `cached` under `work/<name>/`, with a progress bar.
+
+    The key of an item is `digest(item, *context, code)` where `context` is a tuple of the settings that decide
+    the runs (or a function of the item giving them) and `code` the source digest of `modules`.
+    `compute(item, slot)` runs an item whose result is missing or stale; its results come back in `items` order.
+    """
     from rlib.progress import progress
 
+    names = [item.name for item in items]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"run names must be unique in a grid; repeated: {repeated}")
     code = code_digest(*modules)
     results = []
-    for item in progress(items, desc=desc, unit="run"):
-        key = digest(item, *context, code)
-        results.append(cached(Path(work) / item.name, key, lambda i=item, k=key: compute(i, k)))
+    for item in progress(items, desc=desc, unit=unit):
+        extra = context(item) if callable(context) else context
+        slot = RunSlot(Path(work) / item.name, digest(item, *extra, code))
+        results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s)))
     return results
+
+
+def load_model(work: Path, run_name: str, how: str = "run the chapter's grid first"):
+    """The model a grid run saved under `work/<run_name>/model/` (`rlib.model.convert.save`), or a clear error."""
+    from rlib.model import convert
+
+    folder = Path(work) / run_name / "model"
+    if not (folder / convert.CONFIG_FILE).exists():
+        raise FileNotFoundError(f"no trained model at {folder}; {how}")
+    return convert.load(folder)

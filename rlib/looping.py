@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rlib.config import ConfigError
+from rlib.config import Checked, ConfigError
 from rlib.model import Decoder, ExecutionPlan
 from rlib.model.convert import empty_decoder
 from rlib.model.init import DEFAULT_STD, init_weights
@@ -133,7 +133,7 @@ def source_layers(init: str, sharing: str, n_layers: int, n_loops: int, seed: in
 
 
 @dataclass(frozen=True)
-class Looping:
+class Looping(Checked):
     """A conversion recipe: B loops, a sharing order, an initialization (see the module docstring)."""
 
     n_loops: int

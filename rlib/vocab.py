@@ -11,7 +11,9 @@ Counts come from the train split only, so held-out text can only lose coverage, 
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ from torch.utils.data import Dataset
 from rlib import data
 from rlib.config import ConfigError
 
-__all__ = ["CompactVocab", "CompactWindows"]
+__all__ = ["CompactVocab", "CompactWindows", "ScratchText"]
 
 
 class CompactVocab:
@@ -103,3 +105,48 @@ class CompactWindows(Dataset):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         return self.vocab.encode(self.windows[index])
+
+
+@functools.cache
+def _vocabulary(corpus: str, tokenizer: str, size: int) -> CompactVocab:
+    return CompactVocab.from_corpus(corpus, tokenizer, size)
+
+
+@dataclass(frozen=True)
+class ScratchText:
+    """The text a model trained from scratch reads (chapters 03, 04, 05): a corpus under a real tokenizer, in windows
+    of `seq_len` tokens, folded into a compact vocabulary of `vocab_size` ids (0 keeps the tokenizer's own)."""
+
+    corpus: str
+    tokenizer: str
+    vocab_size: int
+    seq_len: int
+
+    def vocabulary(self) -> CompactVocab | None:
+        """The compact vocabulary (counted once per process), or None for the tokenizer's own."""
+        return _vocabulary(self.corpus, self.tokenizer, self.vocab_size) if self.vocab_size else None
+
+    @property
+    def size(self) -> int:
+        """The model's vocabulary size."""
+        vocab = self.vocabulary()
+        return vocab.size if vocab is not None else len(data.load_tokenizer(self.tokenizer))
+
+    def train_windows(self) -> Dataset:
+        """The train split as packed windows [T] (compact ids)."""
+        cache = data.token_cache(self.corpus, self.tokenizer, "train", progress=False)
+        windows = data.PackedWindows(cache, self.seq_len, bos_id=cache.bos_id)
+        vocab = self.vocabulary()
+        return windows if vocab is None else CompactWindows(windows, vocab)
+
+    def heldout(self, split: str, n: int, seed: int = 0) -> torch.Tensor:
+        """`n` seeded windows [n, T] of a held-out split (compact ids)."""
+        windows = data.heldout_windows(self.corpus, self.tokenizer, self.seq_len, n, split=split, seed=seed)
+        vocab = self.vocabulary()
+        return windows if vocab is None else vocab.encode(windows)
+
+    def save_vocabulary(self, folder: Path) -> None:
+        """Write the compact vocabulary beside a grid's runs (`vocab.json`), so saved models can be read back."""
+        vocab = self.vocabulary()
+        if vocab is not None:
+            vocab.save(Path(folder) / "vocab.json")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from rlib.early_exit import ExitLoss, ExitModel
 
 from rlib import early_exit, looping
 from rlib.config import ConfigError
-from rlib.early_exit import ExitLoss, ExitModel
 from rlib.looping import Looping
 from rlib.train import TrainConfig, train
 from tests.test_looping import ids, tiny_model

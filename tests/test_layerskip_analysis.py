@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 import torch
-
 from rlib.early_exit import static_exit_losses
+
 from rlib.layerskip.analysis import exit_metrics, layers_needed, motivation_probe
 from tests.test_looping import ids, tiny_model
 

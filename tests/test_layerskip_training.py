@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from rlib.early_exit import static_exit_losses
 
 from rlib.config import ConfigError
-from rlib.early_exit import static_exit_losses
 from rlib.layerskip.training import ExitProbe, LayerSkipDecoder, LayerSkipLoss
 from rlib.model import Decoder, ExecutionPlan
 from rlib.train import TrainConfig, next_token_loss, train

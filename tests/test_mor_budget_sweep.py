@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from rlib.mor.grid import MoRConfig
 
 from rlib.config import ConfigError
 from rlib.mor import budget_sweep
-from rlib.mor.grid import MoRConfig
 
 
 def test_fractions_must_lie_below_the_main_budget():

@@ -1,4 +1,4 @@
-"""Command line of the book runner: `python -m rlib.book {run,params,report,promote,check,list}`."""
+"""Command line of the book runner: `python -m rlib.book {run,plan,params,report,promote,check,list,speed}`."""
 
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="override a chapter parameter (repeatable); see `params`")
     run.add_argument("--keep-going", action="store_true", help="continue after a failed chapter")
     run.add_argument("--force", action="store_true", help="re-run chapters even if up to date")
+    run.add_argument("--cell-timeout", type=float, metavar="SECONDS",
+                     help="seconds any one cell may run (default: twice the profile's chapter budget, times the "
+                          "machine's measured speed factor; see `speed`)")
+
+    pln = sub.add_parser("plan", help="each chapter's expected time from the last run, and what is cached")
+    pln.add_argument("--profile", default="cpu", choices=list(PROFILES))
+    pln.add_argument("--only", nargs="+", metavar="CHAPTER")
+    pln.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
 
     prm = sub.add_parser("params", help="list each chapter's parameters, types, defaults and help")
     prm.add_argument("--only", nargs="+", metavar="CHAPTER")
@@ -35,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("check", help="static checks: manifest, parameters cells, no tracked .ipynb")
     sub.add_parser("list", help="chapters and their declared artifacts")
+    sub.add_parser("speed", help="measure this machine's speed factor (what scales the cell timeouts)")
     return ap
 
 
@@ -49,7 +58,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             from rlib.book.runner import run_book
 
-            return run_book(args.profile, args.only, args.param, args.keep_going, args.force)
+            return run_book(args.profile, args.only, args.param, args.keep_going, args.force, args.cell_timeout)
+        if args.cmd == "plan":
+            from rlib.book.estimate import estimate, format_estimate
+
+            print(format_estimate(args.profile, estimate(args.profile, args.only, args.param)))
+            return 0
+        if args.cmd == "speed":
+            from rlib import threads
+            from rlib.book.speed import REFERENCE_S, speed_factor
+
+            info = threads.configure()
+            factor, seconds = speed_factor()
+            print(f"seconds {seconds:.4f} (reference {REFERENCE_S}) -> speed factor {factor:.2f} "
+                  f"with {info['torch']} torch thread(s) of {info['available_cores']} available core(s)")
+            return 0
         manifest = manifest_mod.load()
         if args.cmd == "params":
             for ch in manifest.select(args.only):

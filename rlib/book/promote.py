@@ -1,8 +1,13 @@
 """`promote`: copy a profile's complete artifacts into the committed `figures/` folder.
 
-`figures/<chapter>/` then holds the small PNG/SVG/CSV/MD files of the latest run (the `cpu` profile
-by default), so a reader sees the results on the repository without running anything, and
+`figures/<chapter>/` then holds the small PNG/SVG/CSV/MD files of the latest `cpu` run (the main
+job), so a reader sees the results on the repository without running anything, and
 `figures/MANIFEST.json` records where every file came from (profile, git SHA, run key, sha256).
+
+Every other profile promotes into its own folder, never over the cpu results: `cpu-long` (the studies
+that need more than the cpu profile) into `figures/cpu-long/<chapter>/` with its own `MANIFEST.json`
+and `README.md`, and likewise `figures/gpu/`, `figures/smoke/`. Each MANIFEST entry names its profile,
+so a claim read from a promoted table can say which profile measured it.
 """
 
 from __future__ import annotations
@@ -12,13 +17,21 @@ import shutil
 
 from rlib import paths
 from rlib.book import manifest as manifest_mod
-from rlib.book.runner import missing_artifacts, profile_dir
+from rlib.book.layout import missing_artifacts, profile_dir, run_command
 from rlib.book.session import write_json
 from rlib.config import ConfigError, get_profile
 from rlib.fsutil import atomic_path, sha256_file
 
+MAIN_PROFILE = "cpu"  # promoted into figures/ itself; every other profile into figures/<profile>/
 
-def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:
+
+def promoted_dir(profile: str):
+    """Where `profile`'s results are promoted: `figures/` for the cpu profile, `figures/<profile>/` otherwise."""
+    get_profile(profile)
+    return paths.FIGURES if profile == MAIN_PROFILE else paths.FIGURES / profile
+
+
+def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[str]:
     get_profile(profile)
     manifest = manifest_mod.load()
     chapters = manifest.select(only)
@@ -27,12 +40,13 @@ def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:
         prov = root / ch.id / "provenance.json"
         if not prov.exists() or missing_artifacts(ch, root / ch.id):
             raise ConfigError(f"{ch.id} has no complete {profile} run in {root / ch.id}; "
-                              f"run `python -m rlib.book run --profile {profile} --only {ch.id}` first")
-    index_file = paths.FIGURES / "MANIFEST.json"
+                              f"run `{run_command(profile, ch.id)}` first")
+    target = promoted_dir(profile)
+    index_file = target / "MANIFEST.json"
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
     copied = []
     for ch in chapters:
-        src, dst = root / ch.id, paths.FIGURES / ch.id
+        src, dst = root / ch.id, target / ch.id
         prov = json.loads((src / "provenance.json").read_text())
         shutil.rmtree(dst, ignore_errors=True)
         dst.mkdir(parents=True)
@@ -46,14 +60,16 @@ def promote(profile: str = "cpu", only: list[str] | None = None) -> list[str]:
             "files": {f: sha256_file(dst / f) for f in ch.artifact_files()},
         }
     write_json(index_file, index)
-    write_readme(manifest, index)
+    write_readme(manifest, index, target, profile)
     return copied
 
 
-def write_readme(manifest, index: dict) -> None:
-    """`figures/README.md`: every promoted figure and table inline, readable on the repository."""
-    parts = ["# Results of the latest promoted run\n",
-             "Written by `python -m rlib.book promote`; provenance of every file in `MANIFEST.json`.\n"]
+def write_readme(manifest, index: dict, target, profile: str) -> None:
+    """`README.md` of a promoted folder: every promoted figure and table inline, readable on the repository."""
+    parts = [f"# Results of the latest promoted `{profile}` run\n",
+             "Written by `python -m rlib.book promote"
+             + ("" if profile == MAIN_PROFILE else f" --profile {profile}")
+             + "`; provenance of every file in `MANIFEST.json`.\n"]
     for ch in manifest.chapters:
         if ch.id not in index:
             continue
@@ -64,7 +80,7 @@ def write_readme(manifest, index: dict) -> None:
                      f"{meta['wall_s']:.0f} s on {device}\n")
         parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in ch.figures]
         for name in ch.tables:
-            table = (paths.FIGURES / ch.id / f"{name}.md").read_text()
+            table = (target / ch.id / f"{name}.md").read_text()
             parts.append(f"### {name}\n\n{table}")
-    with atomic_path(paths.FIGURES / "README.md") as tmp:
+    with atomic_path(target / "README.md") as tmp:
         tmp.write_text("\n".join(parts))

@@ -6,6 +6,7 @@ runner; `runs/interactive/<profile>/<chapter>/` from JupyterLab):
 
     <name>.csv + <name>.md     a table, full precision and rendered
     <name>.png + <name>.svg    a figure, with stable metadata so re-runs diff cleanly
+    figure_checks.json         per figure, the labels that overlap (`rlib.book.figcheck`; empty lists when clean)
     metrics.json               scalar headline numbers (read by tests, `promote`, the report)
     config.json                the chapter config the run used
     environment.json           versions, device and threads, written by `finish()`
@@ -23,13 +24,16 @@ import platform
 import random
 import sys
 import time
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlib import paths
+from rlib import paths, threads
 from rlib.config import Preset, check_resources, get_profile
 from rlib.fsutil import atomic_path
+
+FIGURE_CHECKS = "figure_checks.json"
 
 RUNNER_ENV = "RLIB_BOOK_RUNNER"
 
@@ -69,6 +73,7 @@ def environment() -> dict[str, Any]:
         "versions": versions,
         "device": device,
         "torch_threads": torch.get_num_threads(),
+        "threads": threads.describe(),
     }
 
 
@@ -93,6 +98,8 @@ class ChapterRun:
         self.seed = seed
         self.metrics: dict[str, Any] = {}
         self.written: list[str] = []
+        self.tables: dict[str, Any] = {}  # every table written, by name: what the chapter's claims are judged from
+        self.figure_checks: dict[str, Any] = {}
         self._t0 = time.perf_counter()
         out_dir.mkdir(parents=True, exist_ok=True)
         if config is not None:
@@ -112,19 +119,40 @@ class ChapterRun:
         with atomic_path(self.out_dir / f"{name}.md") as tmp:
             tmp.write_text(_markdown_safe(df).to_markdown(index=False, floatfmt=floatfmt) + "\n")
         self.written += [f"{name}.csv", f"{name}.md"]
+        self.tables[name] = df
         if show:
             _display(df)
         return df
 
+    def ledger(self, ledger, show: bool = True):
+        """Write the chapter's claims ledger (`rlib.book.claims.Ledger`) as the `claims` table, one metric per claim
+        (`claim/<id>` = its verdict), and print the counts per verdict."""
+        table = ledger.finish()
+        self.table(table, "claims", show=show)
+        for row in table.itertuples():
+            self.metric(f"claim/{row.id}", row.verdict)
+        counts = table["verdict"].value_counts()
+        print(f"[ledger] {self.chapter}: " + ", ".join(f"{n} {v}" for v, n in counts.items()))
+        return table
+
     def figure(self, fig, name: str, show: bool = True):
-        """Write `fig` as `<name>.png` (150 dpi) and `<name>.svg`, with stable metadata."""
+        """Write `fig` as `<name>.png` (150 dpi) and `<name>.svg`, with stable metadata; warn (and record in
+        `figure_checks.json`, which the report shows) when tick, axis or title labels overlap."""
         import matplotlib
+
+        from rlib.book.figcheck import overlapping_labels
 
         matplotlib.rcParams["svg.hashsalt"] = "rlib"
         for ext, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
             with atomic_path(self.out_dir / f"{name}.{ext}") as tmp:
                 fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight", metadata=meta)
         self.written += [f"{name}.png", f"{name}.svg"]
+        overlaps = overlapping_labels(fig)
+        self.figure_checks[name] = {"overlaps": [list(pair) for pair in overlaps]}
+        write_json(self.out_dir / FIGURE_CHECKS, self.figure_checks)
+        if overlaps:
+            warnings.warn(f"figure {name!r}: {len(overlaps)} overlapping label pair(s), e.g. "
+                          f"{overlaps[0][0]} / {overlaps[0][1]}", stacklevel=2)
         if show:
             _display(fig)
         import matplotlib.pyplot as plt
@@ -169,13 +197,15 @@ def _display(obj) -> None:
 
 
 def start(chapter: str, profile: str, out_dir: str | None, seed: int, config: Preset | None = None) -> ChapterRun:
-    """Begin a chapter run: check the profile fits this machine, seed everything, set the plot style.
+    """Begin a chapter run: check the profile fits this machine, set torch's threads from the cores available
+    (`rlib.threads`), seed everything, set the plot style.
 
     `out_dir` empty or None means an interactive run, written to `runs/interactive/<profile>/<chapter>/`
     so that it never overwrites the runner's outputs.
     """
     prof = get_profile(profile)
     check_resources(prof)
+    threads.configure()
     folder = Path(out_dir) if out_dir else paths.RUNS / "interactive" / profile / chapter
     seed_everything(seed)
     from rlib import plotting

@@ -27,8 +27,10 @@ import torch
 
 from rlib import assets, data
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, decode_costs, grid, parse_data, parse_study
+from rlib.layerskip import adapt, decode_costs, parse_data, parse_study
+from rlib.layerskip import experiments as scratch
 from rlib.layerskip.analysis import motivation_probe
+from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, LayerSkipConfig, LayerSkipRun, ParseConfig
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.model import Decoder
 
@@ -66,12 +68,12 @@ def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor
     return [windows[i:i + 1, :prompt_len] for i in range(len(windows))]
 
 
-def scratch_decoding(cfg: grid.LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
+def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
                      peers: bool = True, layerskip: str = "ld_ee") -> pd.DataFrame:
     """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows; the
     `layerskip` model gets every reuse mode and the peers, the others the "kvq" rows."""
-    windows = grid.heldout(cfg, grid.vocabulary(cfg), "test", cfg.decode_prompts, seed=2)
-    models = {recipe: grid.load_model(work, grid.LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
+    windows = cfg.text().heldout("test", cfg.decode_prompts, seed=2)
+    models = {recipe: scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
     return decode_models(models, _window_prompts(windows, cfg.decode_prompt_len), cfg.decode_exits,
                          cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
                          full=(layerskip,))
@@ -88,9 +90,9 @@ def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
     return [torch.tensor([tokenizer(p["prompt"], add_special_tokens=False)["input_ids"]]) for p in problems]
 
 
-def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
+def adapt_decoding(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
                    peers: bool = False, source: Decoder | None = None) -> pd.DataFrame:
-    """A study's models of `recipes` (adapt.SOURCE names the pretrained model: `source`, or loaded from the
+    """A study's models of `recipes` (SOURCE names the pretrained model: `source`, or loaded from the
     config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise."""
     corpus = cfg.study(study).corpus
     if corpus == "python-stdlib":
@@ -99,8 +101,8 @@ def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tupl
         windows = data.heldout_windows(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts, split="test",
                                        seed=2)
         prompts = _window_prompts(windows, cfg.decode_prompt_len)
-    names = {recipe: recipe if recipe == adapt.SOURCE else adapt.AdaptRun(study, recipe).name for recipe in recipes}
-    models = {recipe: source if recipe == adapt.SOURCE and source is not None else adapt.load_model(work, name, cfg)
+    names = {recipe: recipe if recipe == SOURCE else AdaptRun(study, recipe).name for recipe in recipes}
+    models = {recipe: source if recipe == SOURCE and source is not None else adapt.load_model(work, name, cfg)
               for recipe, name in names.items()}
     table = decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                           cfg.decode_new_tokens, cfg.decode_repeats, peers)
@@ -108,7 +110,7 @@ def adapt_decoding(cfg: adapt.AdaptConfig, work: Path, study: str, recipes: tupl
     return table
 
 
-def _parse_setup(cfg: parse_study.ParseConfig):
+def _parse_setup(cfg: ParseConfig):
     """The parsing study's decoding inputs: (prompts [1, T] of the first `decode_prompts` test utterances, the EOS id,
     exact-match scorer, task vocabulary or None)."""
     tokenizer = assets.load_tokenizer(cfg.model)
@@ -126,7 +128,7 @@ def _parse_setup(cfg: parse_study.ParseConfig):
     return prompts, tokenizer.eos_token_id, exact, vocab
 
 
-def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
+def parse_decoding(cfg: ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
     """Every trained recipe of the parsing study on the first `decode_prompts` test utterances, greedy until EOS
     (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
     gets every reuse mode (and the peers when `decode_peers`; with `decode_draft_vocab`, also drafting over the task
@@ -138,7 +140,7 @@ def parse_decoding(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "l
                          eos_ids=(eos_id,), score=exact, draft_vocab=vocab)
 
 
-def parse_costs(cfg: parse_study.ParseConfig, work: Path, decoding: pd.DataFrame, layerskip: str = "ld_ee",
+def parse_costs(cfg: ParseConfig, work: Path, decoding: pd.DataFrame, layerskip: str = "ld_ee",
                 repeats: int = 20) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the `layerskip` parsing model's component costs, timed over `parse_decoding`'s prompts at its E and d; that
     model's rows of `decoding`, a `parse_decoding` table of this run, with the cost model's predictions)."""
@@ -148,7 +150,7 @@ def parse_costs(cfg: parse_study.ParseConfig, work: Path, decoding: pd.DataFrame
     return costs, decode_costs.predict(decoding[decoding["recipe"] == layerskip], costs, len(prompts))
 
 
-def parse_matmul_ablation(cfg: parse_study.ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
+def parse_matmul_ablation(cfg: ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
     """The `layerskip` parsing model's autoregressive baseline and self-speculation at the first E and d ("kvq"; also
     over the task vocabulary with `decode_draft_vocab`), timed with `fast_matmul` off and on, as `parse_decoding`
     times them. One row per (fast_matmul, case); each half's speedups are over its own baseline."""

@@ -15,143 +15,34 @@ that is exactly when greedy early-exit generation at E reproduces the parse and 
 be the first wrong generated token), so it equals generation EM at a fraction of the cost (a test checks this).
 
 Runs are cached under the chapter's work folder (one folder per recipe, keyed on the config's training fields and
-the code), as in `rlib.layerskip.adapt`.
+the code), as in `rlib.layerskip.adapt`. Its config is `rlib.layerskip.config.ParseConfig`.
 """
 
 from __future__ import annotations
 
 import copy
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from rlib import assets, experiments
-from rlib.config import ConfigError, Preset
+from rlib import assets
+from rlib.config import ConfigError
+from rlib.experiments import RunSlot
+from rlib.experiments import load_model as load_trained
+from rlib.experiments import run_grid as run_grid_of
 from rlib.layerskip import parse_data
-from rlib.layerskip.grid import RECIPES
-from rlib.layerskip.schedules import CURRICULA
-from rlib.layerskip.speculative import REUSE_MODES
-from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss
+from rlib.layerskip.config import RECIPES, ParseConfig, ParseRun
+from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss, with_recipe
 from rlib.model import Decoder, convert, from_transformers
-from rlib.progress import progress
 from rlib.train import TrainConfig, train
 
-__all__ = ["ParseConfig", "ParseRun", "exit_match", "exit_match_ids", "load_model", "run_grid"]
+__all__ = ["CODE_MODULES", "build", "exit_match", "exit_match_ids", "load_model", "load_source", "run_grid"]
 
-CODE_MODULES = ("rlib.layerskip.parse_study", "rlib.layerskip.parse_data", "rlib.layerskip.training",
-                "rlib.layerskip.schedules", "rlib.train", "rlib.model.decoder", "rlib.model.layers",
-                "rlib.model.convert")
-DECODE_FIELDS = ("decode_exits", "decode_drafts", "decode_reuses", "decode_prompts", "decode_new_tokens",
-                 "decode_repeats", "decode_peers", "decode_draft_vocab")
-
-
-@dataclass(frozen=True)
-class ParseConfig(Preset):
-    """The parsing study per profile: data, training (shared by both recipes), reading and decoding."""
-
-    model: str  # an embedded pretrained checkpoint
-    recipes: tuple[str, ...]  # from rlib.layerskip.grid.RECIPES; "baseline" is plain fine-tuning
-    train_examples: int
-    test_examples: int  # scored by teacher-forced EM at every read exit
-    seq_len: int  # training windows pack whole examples one after another
-    steps: int
-    lr: float  # peak learning rate, cosine schedule
-    batch_size: int
-    micro_batch_size: int
-    warmup_steps: int
-    precision: str  # "bf16" (autocast) or "no"
-    seed: int
-    p_max: float  # layer dropout at the last layer (recipes with LD)
-    e_scale: float  # early-exit loss scale (recipes with EE)
-    curriculum: str
-    rotation: int  # R of the rotational curriculum (0 = L - 1); unused by the gradual one
-    exit_stride: int  # EM read at exits stride, 2 stride, ..., the middle and the last
-    decode_exits: tuple[int, ...]  # E (Table 10: L/4, L/2, 3L/4)
-    decode_drafts: tuple[int, ...]  # d (Table 10: 7)
-    decode_reuses: tuple[str, ...]  # cache modes on the LayerSkip model (Table 6); the plain model gets "kvq"
-    decode_prompts: int  # first test examples decoded (Table 10: the first 100)
-    decode_new_tokens: int  # at most; decoding stops at EOS (Table 10: 50)
-    decode_repeats: int
-    decode_peers: bool  # also transformers' greedy and assistant_early_exit on the LayerSkip model
-    decode_draft_vocab: bool  # also self-speculation drafting over the training parses' tokens + the prompt's only
-
-    PRESETS = {
-        "smoke": dict(
-            model="smollm2-135m", recipes=("ld_ee",), train_examples=64, test_examples=4, seq_len=32, steps=2,
-            lr=3e-4, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="bf16", seed=0, p_max=0.2,
-            e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=10, decode_exits=(10,), decode_drafts=(3,),
-            decode_reuses=("kvq",), decode_prompts=1, decode_new_tokens=8, decode_repeats=1, decode_peers=False,
-            decode_draft_vocab=True),
-        # about 45 min on 2 cores: two fine-tunes of 160 steps of 512 tokens, 0.9 epoch (LD+EE: every exit's loss
-        # from step 80), EM at 16 exits, decoding until EOS
-        "cpu": dict(
-            model="smollm2-135m", recipes=("baseline", "ld_ee"), train_examples=2000, test_examples=200,
-            seq_len=128, steps=160, lr=3e-4, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
-            seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=2,
-            decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"), decode_prompts=10,
-            decode_new_tokens=50, decode_repeats=1, decode_peers=True, decode_draft_vocab=True),
-        "gpu": dict(
-            model="smollm2-135m", recipes=("baseline", "ld", "ee", "ld_ee"), train_examples=2200,
-            test_examples=250, seq_len=256, steps=600, lr=1e-4, batch_size=32, micro_batch_size=16,
-            warmup_steps=30, precision="bf16", seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0,
-            exit_stride=1, decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"),
-            decode_prompts=100, decode_new_tokens=50, decode_repeats=3, decode_peers=True, decode_draft_vocab=True),
-    }
-
-    def __post_init__(self) -> None:
-        for name in ("recipes", "decode_exits", "decode_drafts", "decode_reuses"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        unknown = [r for r in self.recipes if r not in RECIPES]
-        if unknown or not self.recipes or len(set(self.recipes)) != len(self.recipes):
-            raise ConfigError(f"recipes {list(self.recipes)} must name distinct entries of {list(RECIPES)}")
-        if min(self.train_examples, self.test_examples, self.steps, self.batch_size, self.exit_stride,
-               self.decode_prompts, self.decode_new_tokens, self.decode_repeats) < 1 or self.lr <= 0:
-            raise ConfigError("train_examples, test_examples, steps, batch_size, exit_stride, decode_prompts, "
-                              "decode_new_tokens, decode_repeats and lr must be positive")
-        if self.decode_prompts > self.test_examples:
-            raise ConfigError(f"decode_prompts={self.decode_prompts} must be <= test_examples={self.test_examples}")
-        if self.curriculum not in CURRICULA:
-            raise ConfigError(f"curriculum={self.curriculum!r}; choose from {list(CURRICULA)}")
-        if not 0 <= self.p_max <= 1 or self.e_scale < 0 or self.rotation < 0:
-            raise ConfigError(f"p_max={self.p_max} must lie in [0, 1], e_scale={self.e_scale} and "
-                              f"rotation={self.rotation} must be >= 0")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
-        unknown = [r for r in self.decode_reuses if r not in REUSE_MODES]
-        if unknown or "kvq" not in self.decode_reuses:
-            raise ConfigError(f"decode_reuses {list(self.decode_reuses)} must include 'kvq' and name only "
-                              f"{list(REUSE_MODES)}")
-        if not self.decode_exits or min(self.decode_exits) < 1 or not self.decode_drafts \
-                or min(self.decode_drafts) < 1:
-            raise ConfigError(f"decode_exits {list(self.decode_exits)} and decode_drafts {list(self.decode_drafts)} "
-                              "must be non-empty and >= 1")
-
-    def exits(self, n_layers: int) -> tuple[int, ...]:
-        """The exits read: every `exit_stride`-th layer, the middle one and the last."""
-        return tuple(sorted({*range(self.exit_stride, n_layers + 1, self.exit_stride), n_layers // 2, n_layers}))
-
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(lr=self.lr, schedule="cosine", warmup_steps=min(self.warmup_steps, self.steps - 1),
-                           max_steps=self.steps, batch_size=self.batch_size, micro_batch_size=self.micro_batch_size,
-                           eval_every=0, checkpoint_every=0, checkpoint_final=False, seed=self.seed,
-                           mixed_precision=self.precision)
-
-    def training_key(self) -> dict[str, Any]:
-        """Every field a trained model and its EM reading depend on (decoding is never cached)."""
-        return {k: v for k, v in self.to_dict().items() if k not in DECODE_FIELDS + ("recipes",)}
-
-
-@dataclass(frozen=True)
-class ParseRun:
-    recipe: str
-
-    @property
-    def name(self) -> str:
-        return f"parse-{self.recipe}"
+CODE_MODULES = ("rlib.layerskip.parse_study", "rlib.layerskip.config", "rlib.layerskip.parse_data",
+                "rlib.layerskip.training", "rlib.layerskip.schedules", "rlib.train", "rlib.model.decoder",
+                "rlib.model.layers", "rlib.model.convert")
 
 
 # ---- reading a model exit by exit -------------------------------------------------------------------------------
@@ -198,33 +89,25 @@ def exit_match(model: Decoder, tokenizer, items: list[parse_data.ParseExample], 
 
 
 def build(recipe: str, cfg: ParseConfig, source: Decoder) -> tuple[LayerSkipDecoder, LayerSkipLoss, TrainConfig]:
-    """A fresh copy of the pretrained model wrapped for `recipe` (dropout with S(t) = 1), its loss hook and trainer
+    """A fresh copy of the pretrained model wrapped for `recipe` (no time curriculum for dropout), its hook and trainer
     config."""
-    dropout, exit_loss, overrides = RECIPES[recipe]
     tcfg = cfg.train_config()
-    model = LayerSkipDecoder(copy.deepcopy(source).train(), p_max=cfg.p_max if dropout else 0.0,
-                             time_schedule="constant", total_steps=cfg.steps,
-                             accumulation_steps=tcfg.accumulation_steps(1), seed=cfg.seed,
-                             layer_schedule=overrides.get("layer_schedule", "exp"))
-    hook = LayerSkipLoss(model, e_scale=cfg.e_scale if exit_loss else 0.0,
-                         curriculum=overrides.get("curriculum", cfg.curriculum), rotation=cfg.rotation or None)
+    model, hook = with_recipe(copy.deepcopy(source).train(), *RECIPES[recipe], p_max=cfg.p_max, e_scale=cfg.e_scale,
+                              curriculum=cfg.curriculum, rotation=cfg.rotation, time_schedule="constant",
+                              total_steps=cfg.steps, accumulation_steps=tcfg.accumulation_steps(1), seed=cfg.seed)
     return model, hook, tcfg
 
 
-def run_one(run: ParseRun, cfg: ParseConfig, source: Decoder, tokenizer, work: Path, key: str) -> dict[str, Any]:
-    folder = Path(work) / run.name
-    train_dir = folder / f"train-{key}"
-    for stale in folder.glob("train-*"):
-        if stale != train_dir:
-            shutil.rmtree(stale, ignore_errors=True)
+def run_one(run: ParseRun, cfg: ParseConfig, source: Decoder, tokenizer, slot: RunSlot) -> dict[str, Any]:
     model, hook, tcfg = build(run.recipe, cfg, source)
     windows = parse_data.ParseWindows(tokenizer, parse_data.examples("train", cfg.train_examples, cfg.seed),
                                       cfg.seq_len)
+    train_dir = slot.train_dir
     result = train(model, windows, tcfg, train_dir, hooks=[hook])
     log = pd.read_csv(train_dir / "metrics.csv").dropna(subset=["loss"])
     decoder = model.decoder.eval()
-    convert.save(decoder, folder / "model")
-    shutil.rmtree(train_dir / "checkpoint", ignore_errors=True)
+    convert.save(decoder, slot.folder / "model")
+    slot.drop_checkpoint()
     test = parse_data.examples("test", cfg.test_examples, cfg.seed)
     match = exit_match(decoder, tokenizer, test, cfg.exits(len(decoder.plan)), batch_size=cfg.micro_batch_size * 4)
     return {"name": run.name, "recipe": run.recipe, "tokens": result.tokens, "seconds": result.seconds,
@@ -241,18 +124,11 @@ def run_grid(cfg: ParseConfig, work: Path, source: Decoder | None = None) -> lis
     """Run (or load from `work/<run>/result.json`) every recipe of `cfg`, in order."""
     source = source if source is not None else load_source(cfg)
     tokenizer = assets.load_tokenizer(cfg.model)
-    code = experiments.code_digest(*CODE_MODULES)
-    results = []
-    for run in progress([ParseRun(r) for r in cfg.recipes], desc="parsing fine-tunes", unit="run"):
-        key = experiments.digest(run, cfg.training_key(), code)
-        results.append(experiments.cached(Path(work) / run.name, key,
-                                          lambda r=run, k=key: run_one(r, cfg, source, tokenizer, Path(work), k)))
-    return results
+    return run_grid_of([ParseRun(r) for r in cfg.recipes], work,
+                       lambda r, slot: run_one(r, cfg, source, tokenizer, slot), context=(cfg.training_key(),),
+                       modules=CODE_MODULES, desc="parsing fine-tunes")
 
 
 def load_model(work: Path, recipe: str) -> Decoder:
     """A trained recipe's model."""
-    folder = Path(work) / ParseRun(recipe).name / "model"
-    if not folder.exists():
-        raise FileNotFoundError(f"no trained model at {folder}; run rlib.layerskip.parse_study.run_grid first")
-    return convert.load(folder)
+    return load_trained(work, ParseRun(recipe).name, "run rlib.layerskip.parse_study.run_grid first")

@@ -22,10 +22,9 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from rlib.layerskip.cost_tables import best_whole_head
 from rlib.layerskip.decode_costs import n_layers_of, speedup_at
 from rlib.layerskip.decoding import predicted_speedup, vocab_rows
-from rlib.layerskip.tables import RECIPE_LABELS
+from rlib.layerskip.tables import RECIPE_LABELS, best_whole_head
 from rlib.plotting import PALETTE, finish, new_figure, style
 
 __all__ = ["plot_cost_model", "plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe",

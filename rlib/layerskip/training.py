@@ -32,7 +32,7 @@ from rlib.layerskip.schedules import CURRICULA, curriculum_mask, dropout_rates, 
 from rlib.model import Decoder
 from rlib.train import next_token_loss
 
-__all__ = ["ExitProbe", "LayerSkipDecoder", "LayerSkipLoss"]
+__all__ = ["ExitProbe", "LayerSkipDecoder", "LayerSkipLoss", "with_recipe"]
 
 
 class LayerSkipDecoder(nn.Module):
@@ -195,3 +195,16 @@ class ExitProbe:
             count += window[:, 1:].numel()
         decoder.train(was_training)
         return {f"nll_exit_{layer}": total / count for layer, total in totals.items()}
+
+
+def with_recipe(decoder: Decoder, dropout: bool, exit_loss: bool, overrides: dict[str, str], *, p_max: float,
+                e_scale: float, curriculum: str, rotation: int | None, time_schedule: str, total_steps: int,
+                accumulation_steps: int, seed: int) -> tuple[LayerSkipDecoder, LayerSkipLoss]:
+    """`decoder` wrapped for one recipe (`rlib.layerskip.config.RECIPES`: whether layer dropout and the early-exit
+    loss are on, and the recipe's overrides of the layer schedule or curriculum), and its loss hook."""
+    model = LayerSkipDecoder(decoder, p_max=p_max if dropout else 0.0, time_schedule=time_schedule,
+                             total_steps=total_steps, accumulation_steps=accumulation_steps, seed=seed,
+                             layer_schedule=overrides.get("layer_schedule", "exp"))
+    hook = LayerSkipLoss(model, e_scale=e_scale if exit_loss else 0.0,
+                         curriculum=overrides.get("curriculum", curriculum), rotation=rotation or None)
+    return model, hook

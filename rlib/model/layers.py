@@ -25,6 +25,7 @@ from torch import nn
 
 from rlib.model.cache import KVCache
 from rlib.model.config import DecoderConfig
+from rlib.model.rows import RowDepths
 
 
 class RMSNorm(nn.Module):
@@ -37,7 +38,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim) if plus_one else torch.ones(dim))
         self.adapters = nn.ModuleDict()  # depth -> NormDelta (relaxation of tied norms, rlib.relax)
 
-    def forward(self, x: torch.Tensor, depth: int | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, depth: int | RowDepths | None = None) -> torch.Tensor:
+        if isinstance(depth, RowDepths):  # rows at different depths (continuous depth-wise batching)
+            return depth.norm(self, x)
         weight = self.weight
         if len(self.adapters) and depth is not None and str(depth) in self.adapters:
             weight = weight + self.adapters[str(depth)].delta
@@ -93,13 +96,13 @@ def attention_mask(query_positions: torch.Tensor, key_positions: torch.Tensor, w
     """True where a query may attend: key <= query, key > query - window, key not padding (position -1).
 
     query_positions [B, T_q], key_positions [B, T_k] -> [B, 1, T_q, T_k] bool. A padded query (-1) may attend to
-    everything, so that its (discarded) output is finite.
+    everything, so that its (discarded) output is finite. `window` may be one width per row ([B]).
     """
     q = query_positions[:, None, :, None]  # [B, 1, T_q, 1]
     k = key_positions[:, None, None, :]  # [B, 1, 1, T_k]
     allowed = (k <= q) & (k >= 0)
     if window is not None:
-        allowed &= k > q - window
+        allowed &= k > q - (window.view(-1, 1, 1, 1) if torch.is_tensor(window) else window)
     return allowed | (q < 0)
 
 
@@ -114,7 +117,9 @@ class Projection(nn.Linear):
         super().__init__(in_features, out_features, bias=bias)
         self.adapters = nn.ModuleDict()
 
-    def forward(self, x: torch.Tensor, depth: int | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, depth: int | RowDepths | None = None) -> torch.Tensor:
+        if isinstance(depth, RowDepths):  # rows at different depths: row r gets its depth's adapter
+            return depth.linear(self, x)
         y = F.linear(x, self.weight, self.bias)
         if len(self.adapters) and depth is not None and str(depth) in self.adapters:
             y = y + self.adapters[str(depth)](x)
@@ -144,8 +149,9 @@ class StepContext:
     slot: int = 0
     reuse_kv: bool = False
     plain_causal: bool = False
-    window: int | str | None = BLOCK_WINDOW  # the step's sliding window (BLOCK_WINDOW = the block's own; None = global)
-    rope_theta: float | None = None  # the step's rope theta (None = the block's own)
+    window: int | str | torch.Tensor | None = BLOCK_WINDOW  # the step's sliding window (BLOCK_WINDOW = the block's
+    # own; None = global; a [B] tensor = one width per row)
+    rope_theta: float | str | None = None  # the step's rope theta (None = the block's own); a key of `rope`
     masks: dict = field(default_factory=dict)  # window -> mask, for steps whose keys are this call's tokens
 
 
@@ -175,7 +181,7 @@ class Attention(nn.Module):
 
     def window_at(self, ctx: StepContext) -> int | None:
         """The sliding window at this step: the plan step's if it sets one, else the block's."""
-        return self.window if ctx.window == BLOCK_WINDOW else ctx.window
+        return self.window if isinstance(ctx.window, str) else ctx.window
 
     def rope_at(self, ctx: StepContext) -> tuple[torch.Tensor, torch.Tensor]:
         return ctx.rope[self.theta if ctx.rope_theta is None else ctx.rope_theta]

@@ -158,3 +158,5 @@ def kv_geometry(model: MoRDecoder, input_ids: torch.Tensor) -> dict[str, pd.Data
         sim = np.array([[float((a * b).sum(-1).mean()) for b in unit] for a in unit])
         out[f"similarity_{name}"] = pd.DataFrame(sim)
     return out
+
+

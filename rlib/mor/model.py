@@ -118,6 +118,12 @@ class MoRDecoder(nn.Module):
     def new_cache(self) -> KVCache:
         return self.decoder.new_cache()
 
+    def serving_program(self):
+        """This model's program for the book's serving engine (`rlib.serving.make_engine`)."""
+        from rlib.mor.serving import MoRProgram
+
+        return MoRProgram(self)
+
     # ---- running a set of tokens through steps ---------------------------------------------------------------
 
     def _steps(self, depths: list[int], x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None,

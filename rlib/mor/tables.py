@@ -1,20 +1,27 @@
-"""Chapter 03's tables and claims from the run records of `rlib.mor.grid` (paper 001: Table 3, Fig. 3, Tables
-4/10/11, Table 8, Table 12, Fig. 5c, Table 2's cost model)."""
+"""Chapter 03's tables from the run records of `rlib.mor.experiments` (paper 001: Table 3, Fig. 3, Tables 4/10/11,
+Table 8, Table 12, Fig. 5c, Table 2's cost model, Table 9's up-training)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
+from rlib import data
+from rlib.mor import analysis
+from rlib.mor.budget_sweep import sweep_variants
+from rlib.mor.config import SHORT, MoRConfig, unrolled_layers, variants
+from rlib.mor.experiments import main_model, run_steps
 from rlib.mor.flops import cache_bytes, kv_memory_ratio
 from rlib.mor.model import MoRDecoder
 from rlib.mor.spec import MoRSpec
+from rlib.vocab import CompactVocab
 
-__all__ = ["claims_table", "curves", "depth_table", "kv_bytes_table", "kv_table", "main_table", "router_table",
-           "sharing_table"]
+__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "kv_bytes", "kv_bytes_table", "kv_table",
+           "depth_text", "main_table", "router_output_tables", "router_table", "sharing_table", "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -127,77 +134,83 @@ def kv_bytes_table(models: dict[str, MoRDecoder], windows: torch.Tensor) -> pd.D
     return df
 
 
-def claims_table(results: list[dict[str, Any]], cfg, agreement: dict[str, float] | None,
-                 kv_bytes: pd.DataFrame | None,
-                 uptrain_claims: list[tuple[str, bool | None, str]] = (),
-                 budgets: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every claim of the issue, judged from the runs; `uptrain_claims` come from `rlib.mor.uptrain.claims`."""
+def kv_bytes(cfg: MoRConfig, work: Path, windows: torch.Tensor) -> pd.DataFrame:
+    models = {"Recursive (cache every token)": main_model(cfg, work, "rec"),
+              "MoR-EC, recursion-wise caching": main_model(cfg, work, "ec"),
+              "MoR-EC, recursive KV sharing": main_model(cfg, work, "ec-share")}
+    return kv_bytes_table(models, windows)
+
+
+def budgets_table(cfg: MoRConfig) -> pd.DataFrame:
+    """Per run: unrolled depth, forward FLOPs per token, optimizer steps and tokens under its budget."""
     rows = []
-
-    def add(claim: str, held: bool | None, evidence: str) -> None:
-        rows.append({"claim": claim, "held": {True: "held", False: "not held", None: "not measured"}[held],
-                     "evidence": evidence})
-
-    df = _flat(results)
-    iso = df[(df["budget"] == "flops") & (df["tag"] == "") & (df["nr"].isin([0, cfg.n_recursions]))]
-
-    def by_seed(routing: str, kv: str = "cache") -> pd.Series:
-        sel = iso[(iso["routing"] == routing) & ((iso["kv"] == kv) | (routing == "vanilla"))]
-        return sel.set_index("seed")["nll"]
-
-    def fmt(s: pd.Series) -> str:
-        return f"{s.mean():.4f}" + (f" ± {s.std(ddof=1):.4f}" if len(s) > 1 else "") + f" (seeds {list(s.index)})"
-
-    ec, tc, rec = by_seed("expert"), by_seed("token"), by_seed("none")
-    paired = ec.index.intersection(rec.index)
-    add("MoR (expert-choice) beats the fixed-depth Recursive model at equal training FLOPs",
-        bool(len(paired)) and bool((ec[paired] < rec[paired]).all()),
-        f"test NLL: MoR-EC {fmt(ec)} vs Recursive {fmt(rec)}; lower in every paired seed")
-    paired = ec.index.intersection(tc.index)
-    add("Expert-choice beats token-choice at equal FLOPs",
-        bool(len(paired)) and bool((ec[paired] < tc[paired]).all()), f"test NLL: EC {fmt(ec)} vs TC {fmt(tc)}")
-
-    share = df[(df["budget"] == "ablation") & (df["routing"] == "none") & (df["kv"] == "cache")]
-    if len(share) > 1:
-        nll = share.set_index("sharing")["nll"]
-        spread = rec.std(ddof=1) if len(rec) > 1 else 0.0
-        tol = max(float(spread), 0.01)
-        best = nll.min()
-        held = "middle_cycle" in nll.index and nll["middle_cycle"] <= best + tol
-        add("Middle-Cycle is the best or tied-best sharing strategy (tied: within the Recursive model's seed spread,"
-            " at least 0.01 nats)", bool(held),
-            "; ".join(f"{k}: {v:.4f}" for k, v in nll.sort_values().items()) + f"; tolerance {tol:.4f}")
-    else:
-        add("Middle-Cycle is the best or tied-best sharing strategy", None, "fewer than two sharing runs")
-
-    depth = depth_table(results)
-    main = depth[depth["label"] == MoRSpec.expert(cfg.n_recursions).label()]
-    if len(main):
-        falls = all(np.all(np.diff(g.sort_values("depth_cap")["nll"].to_numpy()) < 0) for _, g in main.groupby("seed"))
-        add("Validation loss falls as the test-time recursion cap rises (MoR-EC)", falls,
-            "; ".join(f"seed {s}: " + " > ".join(f"{v:.3f}" for v in g.sort_values("depth_cap")["nll"])
-                      for s, g in main.groupby("seed")))
-    if agreement is not None:
-        add("The expert-choice router with the auxiliary loss agrees with top-k selection on >= 95% of tokens at "
-            "decode", agreement["depth_agreement"] >= 0.95,
-            f"same recursion depth token by token (cached causal decode vs top-k on the whole window): "
-            f"{agreement['depth_agreement']:.1%}; NLL top-k {agreement['nll_topk']:.4f}, causal decode "
-            f"{agreement['nll_causal_decode']:.4f}")
-    if kv_bytes is not None and len(kv_bytes):
-        routed = kv_bytes[kv_bytes["model"] != kv_bytes["model"].iloc[0]]
-        err = (routed["measured_ratio"] - routed["predicted_ratio"]).abs()
-        tol = 1.5 * cfg.n_recursions / cfg.seq_len  # int(c_r T) rounds down by < 1 token per recursion
-        add("Measured KV-cache bytes match Table 2's ratios ((Nr+1)/2Nr for recursion-wise caching, 1/Nr for "
-            "sharing)", bool((err <= tol).all()),
-            "; ".join(f"{r.model}: measured {r.measured_ratio:.4f} vs {r.predicted_ratio:.4f}"
-                      for r in routed.itertuples()))
-    if budgets is not None and len(budgets):
-        wide = budgets.pivot_table(index="budget_flops", columns="label", values="nll")
-        mor, rec = MoRSpec.expert(cfg.n_recursions).label(), MoRSpec.recursive(cfg.n_recursions).label()
-        if mor in wide and rec in wide:
-            add("MoR beats the Recursive model at every isoFLOP budget (Fig. 3; first seed)",
-                bool((wide[mor] < wide[rec]).all()),
-                "; ".join(f"{b:.2g} FLOPs: MoR {r[mor]:.4f} vs Recursive {r[rec]:.4f}" for b, r in wide.iterrows()))
-    for claim in uptrain_claims:
-        add(*claim)
+    for v in variants(cfg):
+        if v.seed != cfg.seeds[0]:
+            continue
+        steps, per_token = run_steps(v, cfg)
+        rows.append({"run": v.name, "model": v.label, "budget": v.budget,
+                     "unrolled_layers": unrolled_layers(v.spec, cfg.n_layers), "mflops_per_token": per_token / 1e6,
+                     "steps": steps, "tokens_m": steps * cfg.tokens_per_step() / 1e6})
     return pd.DataFrame(rows)
+
+
+def _layers(result: dict[str, Any]) -> str:
+    """The paper's N_L column: "30", "15" or "1+14+1"."""
+    run, blocks = result["run"], result["n_blocks"]
+    return f"1+{blocks - 2}+1" if run["kind"] != "full" and run["sharing"].startswith("middle") else str(blocks)
+
+
+def uptrain_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Table 9's layout: one row per run, NLL before and after up-training (held-out test split).
+
+    A reduced run's sharing shows only where it changes the weights (Avg averages the layers each block would
+    serve); for the single-layer inits Cycle and Sequence pick the same layers, so it reads "–" as in the paper.
+    """
+    rows = []
+    for res in results:
+        run = res["run"]
+        full, reduced = run["kind"] == "full", run["kind"] == "reduced"
+        rows.append({
+            "run": res["name"], "non_emb_M": res["params"]["non_embedding"] / 1e6, "N_L": _layers(res),
+            "share": "–" if full or (reduced and run["init"] != "average") else SHORT[run["sharing"]],
+            "init": "–" if full else SHORT[run["init"]], "loop": res["loops"],
+            "nll_before": res["before"]["nll"], "nll": res["after"]["nll"], "nll_se": res["after"]["nll_se"],
+            "train_loss": res["train"]["final_loss"], "tokens": res["train"]["tokens"],
+            "minutes": res["train"]["seconds"] / 60})
+    return pd.DataFrame(rows)
+
+
+def budget_sweep_table(main_results: list[dict[str, Any]], sweep_results: list[dict[str, Any]],
+                 cfg: MoRConfig) -> pd.DataFrame:
+    """Test NLL per model and isoFLOP budget: the sweep's runs plus the main grid's runs of the same seed."""
+    names = {v.name for v in sweep_variants(cfg)}
+    rows = [{"label": r["label"], "budget_flops": cfg.budget, "nll": r["after"]["nll"], "tokens_m": r["tokens"] / 1e6,
+             "params_m": r["params"] / 1e6} for r in main_results if r["name"] in names]
+    rows += [{"label": r["label"], "budget_flops": r["budget_flops"], "nll": r["after"]["nll"],
+              "tokens_m": r["tokens"] / 1e6, "params_m": r["params"] / 1e6} for r in sweep_results]
+    return pd.DataFrame(rows).sort_values(["label", "budget_flops"]).reset_index(drop=True)
+
+
+def router_output_tables(cfg: MoRConfig, work: Path, windows: torch.Tensor) -> dict[str, pd.DataFrame]:
+    """Fig. 5b / 9's panels that the profile trained: EC with the aux loss (and the aux router), TC with the balancing
+    loss (and loss-free)."""
+    out = {}
+    panels = (("EC, aux loss", "ec", ""), ("EC, aux router", "ec", "ec_aux_router"),
+              ("TC, balancing loss", "tc", ""), ("TC, loss-free", "tc", "tc_loss_free"))
+    for title, kind, tag in panels:
+        if tag and tag not in cfg.router_ablations:
+            continue
+        model = main_model(cfg, work, kind, "ablation", tag)
+        out[title] = analysis.router_outputs(model, windows, cfg.micro_batch_size)
+    return out
+
+
+def depth_text(cfg: MoRConfig, model, vocab: CompactVocab | None, windows: torch.Tensor,
+               n_tokens: int = 80) -> tuple[list[list[str]], list[list[int]]]:
+    """Token strings and their causal-routing depths for the first `n_tokens` of each window (Table 14)."""
+    tokenizer = data.load_tokenizer(cfg.tokenizer)
+    x = windows[:, :n_tokens]
+    depths = analysis.token_depths(model, x, mode="causal")
+    source = vocab.decode(x) if vocab is not None else x
+    texts = [[tokenizer.decode([i]) if i >= 0 else "⟨unk⟩" for i in row.tolist()] for row in source]
+    return texts, depths.tolist()

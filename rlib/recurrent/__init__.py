@@ -1,6 +1,7 @@
 """The Recurrent Transformer (paper 002): layer-wise recurrent keys/values, its exact tiled prefill, decoding.
 
-    config     RTConfig: shapes, ALiBi/RoPE, GQA, the pre-KV norm switch (App. E.2), recurrent or Transformer block
+    config     RTConfig: shapes, ALiBi/RoPE, GQA, the pre-KV norm switch (App. E.2), recurrent or Transformer block;
+               RecurrentConfig: the chapter's presets; the task and language-model runs
     layer      RTLayer: the maps of one layer (queries, temporary and persistent pairs, post-attention block)
     naive      the position-by-position loop: the definition and the reference
     tiled      the dyadic tile schedule (Algorithm 1) with a custom backward; tiles run in kernels.tiled_prefill
@@ -8,5 +9,8 @@
     theory     Theorem 4.1's closed-form gradient, checked against autograd
     tasks      the synthetic suite's generators (MAD tasks and copy)
     synthetic  one-layer task models, training and token/sequence accuracy
-    grid       chapter 04's presets, cached run grids and live checks; tables and plots beside it
+    experiments  the live checks (exactness, traffic, decoding) and the cached task and language-model grids
+    tables     Figs. 5-6's task table, Table 1, Fig. 7's ablation, the loss curves
+    claims     the chapter's ledger
+    plots      the chapter's figures
 """

@@ -1,8 +1,14 @@
-"""The shape and options of a Recurrent Transformer (paper 002, Sec. 2.2 and App. D) or its Transformer twin.
+"""Chapter 04's configs (paper 002): the shape of one model (`RTConfig`), the chapter's settings per profile
+(`RecurrentConfig`), and the runs they define (`TaskRun`, `LMRun`).
 
-`block="recurrent"` makes the key/value pair that later positions see from the layer's *output* (Eq. 1-2);
-`block="transformer"` makes it from the layer input, as a standard pre-norm layer (Sec. 2.1). Everything else
-(norms, MLP, positions, residual scaling) is the same code, so the two differ only where the paper says.
+`RTConfig(block="recurrent")` makes the key/value pair that later positions see from the layer's *output* (Sec. 2.2,
+Eq. 1-2, App. D); `block="transformer"` makes it from the layer input, as a standard pre-norm layer (Sec. 2.1).
+Everything else (norms, MLP, positions, residual scaling) is the same code, so the two differ only where the paper
+says.
+
+    tasks   one RT layer vs one Transformer layer per synthetic task and seed (Figs. 5-6)
+    lm      Transformer and RT with L layers at width D and L/2 layers at width ~sqrt(2) D (fixed parameters,
+            Table 1), plus the pre-KV-norm ablation of the shallow RT over learning rates (Fig. 7, App. E.2)
 """
 
 from __future__ import annotations
@@ -10,11 +16,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlib.config import ConfigError
+from rlib.config import ConfigError, Preset
+from rlib.recurrent.tasks import TASKS
+from rlib.vocab import ScratchText
 
-__all__ = ["BLOCKS", "POSITIONS", "RTConfig", "alibi_slopes"]
+__all__ = ["BLOCKS", "LOSS_TARGETS", "POSITIONS", "LMRun", "RTConfig", "RecurrentConfig", "TaskRun", "alibi_slopes",
+           "lm_config", "lm_runs", "task_runs"]
 
 BLOCKS = ("recurrent", "transformer")
+LOSS_TARGETS = ("all", "scored")  # a task model's loss on every next token (MAD) or on the scored targets only
 POSITIONS = ("alibi", "rope", "none")
 
 
@@ -75,3 +85,159 @@ class RTConfig:
 def alibi_slopes(n_heads: int, max_bias: float) -> list[float]:
     """Head h's ALiBi slope 2^(-max_bias (h + 1) / H); the bias of key position i for query j is -slope (j - i)."""
     return [2.0 ** (-max_bias * (h + 1) / n_heads) for h in range(n_heads)]
+
+
+@dataclass(frozen=True)
+class RecurrentConfig(Preset):
+    """Chapter 04's settings per profile."""
+
+    check_lengths: tuple[int, ...]  # N of the live exactness table (naive vs tiled, fp64 and fp32)
+    traffic_lengths: tuple[int, ...]  # N of the counted-traffic table
+    latency_lengths: tuple[int, ...]  # N of the live per-layer latency (Fig. 4 analog)
+    latency_shape: tuple[int, int, int]  # (d_model, heads, batch) of the latency layer
+    tasks: tuple[tuple[str, int], ...]  # (task, sequence length)
+    task_train: int  # training sequences per task
+    task_test: int
+    task_width: tuple[int, int]  # (d_model, heads) of the one-layer task models
+    task_epochs: int
+    task_batch: int
+    task_loss: str  # "all" next tokens (MAD) or only the "scored" targets; see rlib.recurrent.synthetic
+    loss_ablation_tasks: tuple[str, ...]  # tasks also trained (first seed) with the other loss, both blocks
+    task_alibi_max_bias: float  # slopes 2^(-b (h + 1) / H); b = 2 with 4 heads gives MAD's 16-head steepest slopes
+    task_lr: float
+    task_seeds: tuple[int, ...]
+    tokenizer: str
+    corpus: str
+    vocab_size: int  # compact vocabulary (rlib.vocab)
+    lm_seq_len: int
+    lm_layers: int  # L of the deep models; the shallow ones have L / 2
+    lm_width: tuple[int, int]  # (d_model, heads) of the deep models; the shallow ones keep the head dim
+    lm_batch: int
+    lm_steps: int
+    lm_lr: float
+    lm_seeds: tuple[int, ...]
+    ablation_lrs: tuple[float, ...]  # learning rates of the pre-KV-norm ablation (shallow RT, with and without)
+    lm_val_windows: int
+    lm_test_windows: int
+
+    PRESETS = {
+        "smoke": dict(
+            check_lengths=(7,), traffic_lengths=(64, 256, 1024), latency_lengths=(16, 32), latency_shape=(32, 2, 2),
+            tasks=(("in_context_recall", 16), ("copy", 16)), task_train=16, task_test=8, task_width=(16, 2),
+            task_epochs=1, task_batch=8, task_lr=3e-3, task_loss="scored",
+            loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=2.0, task_seeds=(0,),
+            tokenizer="smollm2-135m",
+            corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
+            lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_val_windows=2, lm_test_windows=2),
+        "cpu": dict(
+            check_lengths=(33, 100), traffic_lengths=(64, 256, 1024, 4096, 16384), latency_lengths=(256, 1024, 4096),
+            latency_shape=(256, 4, 4),
+            tasks=(("in_context_recall", 64), ("noisy_recall", 64), ("fuzzy_recall", 64),
+                   ("selective_copying", 64), ("compression", 32), ("memorization", 32), ("copy", 64)),
+            task_train=12_800, task_test=1280, task_width=(64, 4), task_epochs=5, task_batch=64, task_lr=3e-3,
+            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=2.0, task_seeds=(0,),
+            tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
+            lm_seq_len=64,
+            lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
+            ablation_lrs=(1e-3, 3e-3, 1e-2), lm_val_windows=32, lm_test_windows=64),
+        "gpu": dict(
+            check_lengths=(33, 257, 1024), traffic_lengths=(64, 256, 1024, 4096, 16384),
+            latency_lengths=(256, 512, 1024, 2048), latency_shape=(1024, 16, 128),
+            tasks=(("in_context_recall", 128), ("noisy_recall", 128), ("fuzzy_recall", 128),
+                   ("selective_copying", 256), ("compression", 32), ("memorization", 32), ("copy", 128)),
+            task_train=12_800, task_test=1280, task_width=(128, 8), task_epochs=50, task_batch=128, task_lr=1e-3,
+            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=4.0,
+            task_seeds=(0, 1, 2), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0,
+            lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
+            lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_val_windows=128, lm_test_windows=512),
+    }
+
+    def __post_init__(self) -> None:
+        for field in ("check_lengths", "traffic_lengths", "latency_lengths", "task_seeds", "lm_seeds", "ablation_lrs",
+                      "loss_ablation_tasks"):
+            object.__setattr__(self, field, tuple(getattr(self, field)))
+        object.__setattr__(self, "tasks", tuple(tuple(t) for t in self.tasks))
+        unknown = [name for name, _ in self.tasks if name not in TASKS]
+        if unknown:
+            raise ConfigError(f"tasks {unknown} unknown; choose from {sorted(TASKS)}")
+        missing = [name for name in self.loss_ablation_tasks if name not in dict(self.tasks)]
+        if missing:
+            raise ConfigError(f"loss_ablation_tasks {missing} are not in tasks {[name for name, _ in self.tasks]}")
+        if self.lm_layers < 2 or self.lm_layers % 2:
+            raise ConfigError(f"lm_layers={self.lm_layers}: the shallow models need an even L >= 2")
+        d, heads = self.lm_width
+        if d % heads:
+            raise ConfigError(f"lm_width={self.lm_width}: d_model must be a multiple of the heads")
+        if self.task_loss not in LOSS_TARGETS:
+            raise ConfigError(f"task_loss={self.task_loss!r}: choose from {list(LOSS_TARGETS)}")
+        if not self.lm_seeds or not self.task_seeds:
+            raise ConfigError("lm_seeds and task_seeds must name at least one seed")
+
+    def text(self) -> ScratchText:
+        """The corpus, tokenizer, compact vocabulary and window length of the language models."""
+        return ScratchText(self.corpus, self.tokenizer, self.vocab_size, self.lm_seq_len)
+
+    def shallow_width(self) -> tuple[int, int]:
+        """(d_model, heads) of the L/2 models: the largest head-dim multiple <= sqrt(2) D (the paper rounds down
+        too: 1024 -> 1408 at head dim 64), so parameters stay at or just below the deep model's."""
+        d, heads = self.lm_width
+        head_dim = d // heads
+        wide_heads = int(math.sqrt(2) * d) // head_dim
+        return wide_heads * head_dim, wide_heads
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    task: str
+    seq_len: int
+    block: str  # "recurrent" | "transformer"
+    seed: int
+    loss_on: str  # "all" | "scored" (rlib.recurrent.synthetic.FitConfig)
+    ablation: bool = False  # trained with the other loss than the preset's (the loss ablation)
+
+    @property
+    def name(self) -> str:
+        return f"task-{self.task}-{self.block}-s{self.seed}" + (f"-loss-{self.loss_on}" if self.ablation else "")
+
+
+def task_runs(cfg: RecurrentConfig) -> list[TaskRun]:
+    """Every task x seed x block with the preset's loss, then the loss ablation (first seed, the other loss)."""
+    runs = [TaskRun(task, seq_len, block, seed, cfg.task_loss) for task, seq_len in cfg.tasks for seed in cfg.task_seeds
+            for block in ("recurrent", "transformer")]
+    other = next(loss for loss in LOSS_TARGETS if loss != cfg.task_loss)
+    lengths = dict(cfg.tasks)
+    runs += [TaskRun(task, lengths[task], block, cfg.task_seeds[0], other, ablation=True)
+             for task in cfg.loss_ablation_tasks for block in ("recurrent", "transformer")]
+    return runs
+
+
+@dataclass(frozen=True)
+class LMRun:
+    block: str  # "recurrent" | "transformer"
+    depth: str  # "deep" (L layers, width D) | "shallow" (L / 2 layers, width ~sqrt(2) D)
+    seed: int
+    lr: float = 0.0  # 0 = the config's lm_lr
+    kv_norm: bool = True
+
+    @property
+    def name(self) -> str:
+        tag = "" if self.kv_norm else "-nonorm"
+        lr = f"-lr{self.lr:g}" if self.lr else ""
+        return f"lm-{self.block}-{self.depth}{tag}{lr}-s{self.seed}"
+
+
+def lm_runs(cfg: RecurrentConfig) -> list[LMRun]:
+    runs = [LMRun(block, depth, seed) for seed in cfg.lm_seeds for block in ("transformer", "recurrent")
+            for depth in ("deep", "shallow")]
+    first = cfg.lm_seeds[0]
+    for lr in cfg.ablation_lrs:
+        for kv_norm in (True, False):
+            runs.append(LMRun("recurrent", "shallow", first, 0.0 if lr == cfg.lm_lr and kv_norm else lr, kv_norm))
+    return list(dict.fromkeys(runs))
+
+
+def lm_config(run: LMRun, cfg: RecurrentConfig, vocab_size: int) -> RTConfig:
+    d, heads = cfg.lm_width if run.depth == "deep" else cfg.shallow_width()
+    layers = cfg.lm_layers if run.depth == "deep" else cfg.lm_layers // 2
+    return RTConfig(vocab_size=vocab_size, d_model=d, n_layers=layers, n_heads=heads, block=run.block,
+                    kv_norm=run.kv_norm, tie_embeddings=True)

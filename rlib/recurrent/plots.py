@@ -67,6 +67,10 @@ def plot_latency(table: pd.DataFrame, title: str) -> Figure:
     for colour, mode in zip(sns.color_palette(PALETTE, len(modes)), modes):
         rows = table[table["mode"] == mode].sort_values("n")
         ax.loglog(rows["n"], rows["seconds"] * 1e3, marker="o", color=colour, label=mode)
+    lengths = sorted(table["n"].unique())
+    ax.set_xticks(lengths, [f"{n:g}" for n in lengths])  # the measured N only: log minor labels collide
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(plt.NullFormatter())
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     return _label(fig, "sequence length N", "one-layer prefill (ms)", title)
 
@@ -81,7 +85,7 @@ def plot_tasks(table: pd.DataFrame, title: str) -> Figure:
         for j, block in enumerate(blocks):
             values = table[table["block"] == block].set_index("task").reindex(tasks)[metric]
             ax.bar(x + (j - 0.5) * 0.38, values, 0.36, color=colours[j], label=f"1 {block} layer")
-        ax.set_xticks(x, [t.replace("_", "\n") for t in tasks], fontsize=7)
+        ax.set_xticks(x, [t.replace("_", " ") for t in tasks], fontsize=7, rotation=90)  # whole names, no overlap
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)

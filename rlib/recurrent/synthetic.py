@@ -21,14 +21,13 @@ from torch import nn
 
 from rlib.config import ConfigError
 from rlib.progress import progress
-from rlib.recurrent.config import RTConfig
+from rlib.recurrent.config import LOSS_TARGETS, RTConfig
 from rlib.recurrent.layer import RMSNorm
 from rlib.recurrent.model import RTModel
 from rlib.recurrent.tasks import IGNORE, TaskData
 
 __all__ = ["LOSS_TARGETS", "FitConfig", "TaskModel", "evaluate", "fit"]
 
-LOSS_TARGETS = ("all", "scored")
 
 
 def sinusoid(positions: int, dim: int) -> torch.Tensor:

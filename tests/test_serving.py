@@ -1,5 +1,5 @@
-"""rlib.cdb: the continuous depth-wise batching engine equals sequential greedy decoding when nothing exits early,
-for plain, looped and relaxed (per-depth LoRA + norm deltas) models, Llama- and Gemma-3-like."""
+"""rlib.serving with LoopedProgram: continuous depth-wise batching equals sequential greedy decoding when nothing
+exits early, for plain, looped and relaxed (per-depth LoRA + norm deltas) models, Llama- and Gemma-3-like."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from rlib import looping, relax
-from rlib.cdb import DepthBatchEngine, Request
 from rlib.config import ConfigError
 from rlib.looping import Looping
 from rlib.model import Decoder, ExecutionPlan
 from rlib.relax import Relaxation
+from rlib.serving import LoopedProgram, Request, ServingEngine, make_engine
 from tests.test_looping import VOCAB, tiny_model
 
 
@@ -51,7 +51,7 @@ MODELS = dict(models())
 def test_engine_without_early_exit_equals_sequential_greedy_decoding(name, admission):
     model = MODELS[name]
     reqs = requests()
-    result = DepthBatchEngine(model, max_batch=3, max_len=24, admission=admission).run(reqs)
+    result = make_engine(model, max_batch=3, max_len=24, admission=admission).run(reqs)
     for req in reqs:
         assert result.completions[req.id].tokens == greedy(model, req), (name, req.id)
     n_loops = len(model.plan.steps) // len(model.blocks)
@@ -63,8 +63,8 @@ def test_engine_without_early_exit_equals_sequential_greedy_decoding(name, admis
 def test_continuous_admission_keeps_slots_busier_than_static():
     model = MODELS["llama-looped"]
     reqs = requests(12, seed=1, max_new=(1, 12))
-    cont = DepthBatchEngine(model, 4, 32, admission="continuous").run(reqs)
-    static = DepthBatchEngine(model, 4, 32, admission="static").run(reqs)
+    cont = make_engine(model, 4, 32, admission="continuous").run(reqs)
+    static = make_engine(model, 4, 32, admission="static").run(reqs)
     assert cont.mean_busy > static.mean_busy
     assert cont.passes < static.passes
 
@@ -76,7 +76,7 @@ def test_everything_exiting_after_loop_one_decodes_like_the_first_loop_alone():
     first_loop = copy.copy(model)
     first_loop.plan = ExecutionPlan(model.plan.steps[: len(model.blocks)])
     reqs = requests(5, seed=2)
-    result = DepthBatchEngine(model, 2, 24, exit_threshold=1e-9).run(reqs)
+    result = make_engine(model, 2, 24, exit_threshold=1e-9).run(reqs)
     for req in reqs:
         comp = result.completions[req.id]
         assert comp.exit_loops[0] == 3 and set(comp.exit_loops[1:]) <= {1}
@@ -89,10 +89,10 @@ def test_everything_exiting_after_loop_one_decodes_like_the_first_loop_alone():
 def test_confidence_threshold_trades_depth_for_passes():
     model = MODELS["llama-relaxed"]
     reqs = requests(6, seed=3, max_new=(8, 12))
-    full = DepthBatchEngine(model, 3, 32).run(reqs)
+    full = make_engine(model, 3, 32).run(reqs)
     probs = []
     for threshold in (0.99, 0.2, 0.05):
-        res = DepthBatchEngine(model, 3, 32, exit_threshold=threshold).run(reqs)
+        res = make_engine(model, 3, 32, exit_threshold=threshold).run(reqs)
         probs.append((res.mean_exit_loop, res.passes))
     assert full.mean_exit_loop == 3
     assert probs[0][0] >= probs[1][0] >= probs[2][0]
@@ -109,7 +109,7 @@ def test_one_lm_head_call_per_pass_serves_exit_probe_and_tokens(monkeypatch):
     reqs = requests(6, seed=4, max_new=(6, 10))
     for threshold in (0.3, 0.2, 0.15, 0.1, 0.07, 0.05):  # find a threshold where some tokens exit and some do not
         calls.clear()
-        res = DepthBatchEngine(model, 3, 32, exit_threshold=threshold).run(reqs)
+        res = make_engine(model, 3, 32, exit_threshold=threshold).run(reqs)
         if 1 < res.mean_exit_loop < 3:
             break
     assert 1 < res.mean_exit_loop < 3, "no threshold gave partial exits: slots never drift to different loops"
@@ -119,14 +119,14 @@ def test_one_lm_head_call_per_pass_serves_exit_probe_and_tokens(monkeypatch):
 def test_bad_settings_fail_before_any_work():
     model = MODELS["llama-looped"]
     with pytest.raises(ConfigError, match="admission='fifo'"):
-        DepthBatchEngine(model, 2, 16, admission="fifo")
+        make_engine(model, 2, 16, admission="fifo")
     with pytest.raises(ConfigError, match="exit_threshold=1.5"):
-        DepthBatchEngine(model, 2, 16, exit_threshold=1.5)
+        make_engine(model, 2, 16, exit_threshold=1.5)
     with pytest.raises(ConfigError, match="exceeds max_len=16; raise max_len"):
-        DepthBatchEngine(model, 2, 16).run([Request(0, [5] * 10, 7)])
+        make_engine(model, 2, 16).run([Request(0, [5] * 10, 7)])
     seq = looping.convert(tiny_model(6), Looping(2, sharing="sequence"))
     with pytest.raises(ConfigError, match="needs a cycle plan"):
-        DepthBatchEngine(seq, 2, 16)
+        make_engine(seq, 2, 16)
 
 
 @pytest.mark.parametrize("impl", ["triton", "reference"])
@@ -134,13 +134,35 @@ def test_relaxed_rows_through_the_lora_batch_kernel_give_the_same_tokens(impl):
     """Row-wise LoRA through kernels.lora_batch (the Triton kernel runs in the interpreter on CPU)."""
     model = MODELS["llama-relaxed"]
     reqs = requests(3, seed=4, max_new=(2, 4))
-    result = DepthBatchEngine(model, 2, 16, lora_impl=impl).run(reqs)
+    result = make_engine(model, 2, 16, lora_impl=impl).run(reqs)
     for req in reqs:
         assert result.completions[req.id].tokens == greedy(model, req)
 
 
 def test_pass_timing_is_positive_and_checks_its_arguments():
-    engine = DepthBatchEngine(MODELS["llama-looped"], 4, 16)
+    engine = make_engine(MODELS["llama-looped"], 4, 16).program
     assert engine.pass_seconds(2, 5, repeats=2) > 0
     with pytest.raises(ConfigError, match="batch=5 must be in 1..4"):
         engine.pass_seconds(5, 0)
+
+
+@pytest.mark.parametrize("family", ["vanilla", "recursive", "relaxed", "mor-expert", "mor-token"])
+def test_one_engine_gives_plain_greedy_decoding_for_every_model_family(family):
+    """The book's one serving engine, through `make_engine`, on the same requests: every family's tokens equal its
+    own plain cached greedy decoding (early exit off)."""
+    from rlib.mor import MoRSpec
+    from rlib.mor.serving import greedy_generate
+    from tests.test_mor import model as mor_model
+
+    reqs = requests(6, seed=5)
+    if family.startswith("mor"):
+        m = mor_model(MoRSpec.expert(3) if family == "mor-expert" else MoRSpec.token(3))
+        reference = {r.id: greedy_generate(m, r.prompt, r.max_new_tokens) for r in reqs}
+    else:
+        m = MODELS[{"vanilla": "llama-plain", "recursive": "llama-looped", "relaxed": "llama-relaxed"}[family]]
+        reference = {r.id: greedy(m, r) for r in reqs}
+    engine = make_engine(m, max_batch=3, max_len=24)
+    assert isinstance(engine, ServingEngine)
+    result = engine.run(reqs)
+    assert {i: c.tokens for i, c in result.completions.items()} == reference
+    assert isinstance(engine.program, LoopedProgram) != family.startswith("mor")

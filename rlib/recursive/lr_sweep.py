@@ -8,9 +8,9 @@ in the chapter, and read the loss on the uptraining corpus's validation windows 
 chapter's tables and claims use). The rate with the lowest mean validation loss over both starts is written into
 the profile's preset (`RecursiveConfig.lr`), and this module's CSV is committed beside the data folder (`data/tuning/`).
 
-    python -m rlib.lr_sweep --profile cpu --lrs 2e-4 1e-3 3e-3     # ~9 min on 2 cores for the cpu profile
+    python -m rlib.recursive.lr_sweep --profile cpu --lrs 2e-4 1e-3 3e-3     # ~9 min on 2 cores for the cpu profile
 
-Each run is cached like the chapter's own (`rlib.experiments.cached`), so an interrupted sweep resumes.
+Each run is cached like the chapter's own (`rlib.experiments.run_grid`), so an interrupted sweep resumes.
 """
 
 from __future__ import annotations
@@ -18,54 +18,56 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from rlib import experiments, paths
-from rlib.progress import progress
+from rlib.recursive import experiments as rx
+from rlib.recursive.config import RecursiveConfig, Variant
+from rlib.train import train
 
 DEFAULT_OUT = paths.DATA / "tuning" / "01_lr_sweep.csv"  # committed: an input of the chapter, like its presets
 
 
-def sweep_variants(cfg) -> list:
-    """The two starts the rate is chosen on: the main recursive model and the same-size model from scratch."""
-    from rlib.recursive import Variant
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of the sweep: a start and a peak learning rate."""
 
+    variant: Variant
+    lr: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant.name}-lr{self.lr:g}"
+
+
+def sweep_variants(cfg: RecursiveConfig) -> list[Variant]:
+    """The two starts the rate is chosen on: the main recursive model and the same-size model from scratch."""
     return [Variant("recursive", cfg.init_loops, "stepwise", seed=cfg.seeds[0]),
             Variant("scratch", cfg.init_loops, seed=cfg.seeds[0])]
 
 
-def _run(variant, cfg, source, lr: float, folder: Path) -> dict:
-    from rlib import recursive
-    from rlib.train import train
-
-    train_dir = folder / "train"
-    shutil.rmtree(train_dir, ignore_errors=True)
+def _run(point: SweepPoint, cfg: RecursiveConfig, source, slot: experiments.RunSlot) -> dict:
+    variant = point.variant
     model = variant.build(source)
-    config = dataclasses.replace(cfg.train_config(variant), lr=lr)
-    result = train(model, recursive._train_windows(cfg, cfg.train_corpus), config, train_dir,
-                   val_windows=recursive._val_windows(cfg, cfg.train_corpus))
-    shutil.rmtree(train_dir / "checkpoint", ignore_errors=True)
-    return {"variant": variant.name, "kind": variant.kind, "lr": lr, "val_loss": result.val_loss,
+    config = dataclasses.replace(cfg.train_config(variant), lr=point.lr)
+    result = train(model, rx.train_windows(cfg, cfg.train_corpus), config, slot.train_dir,
+                   val_windows=rx.val_windows(cfg, cfg.train_corpus))
+    slot.drop_checkpoint()
+    return {"variant": variant.name, "kind": variant.kind, "lr": point.lr, "val_loss": result.val_loss,
             "train_loss": result.train_loss, "tokens": result.tokens, "seconds": result.seconds}
 
 
-def sweep(cfg, lrs: list[float], work: Path) -> pd.DataFrame:
+def sweep(cfg: RecursiveConfig, lrs: list[float], work: Path) -> pd.DataFrame:
     """Validation loss after `cfg.steps` steps for each start and peak rate; one row per run."""
-    from rlib import recursive
-
     if not lrs or any(lr <= 0 for lr in lrs):
         raise ValueError(f"lrs={lrs}: give one or more positive learning rates")
-    source = recursive.load_source(cfg)
-    code = experiments.code_digest(*recursive.CODE_MODULES, __name__)
-    rows = []
-    todo = [(v, lr) for v in sweep_variants(cfg) for lr in lrs]
-    for variant, lr in progress(todo, desc="lr sweep", unit="run"):
-        key = experiments.digest(variant, cfg.override(lr=lr), code)
-        folder = work / f"{variant.name}-lr{lr:g}"
-        rows.append(experiments.cached(folder, key, lambda v=variant, r=lr, f=folder: _run(v, cfg, source, r, f)))
+    source = rx.load_source(cfg)
+    points = [SweepPoint(v, lr) for v in sweep_variants(cfg) for lr in lrs]
+    rows = experiments.run_grid(points, work, lambda p, slot: _run(p, cfg, source, slot), context=(cfg,),
+                                modules=(*rx.CODE_MODULES, __name__), desc="lr sweep")
     return pd.DataFrame(rows)
 
 
@@ -98,8 +100,6 @@ def summary(table: pd.DataFrame | None, used_lr: float) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    from rlib.recursive import RecursiveConfig
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--lrs", type=float, nargs="+", default=[2e-4, 1e-3, 3e-3])

@@ -13,7 +13,7 @@ first loop whose argmax equals the last loop's), and simulated three schedulers 
 With every slot busy, CDB's throughput is 1 / (t_block(M) * E[exit loop]) and CSB's is 1 / t_token(M). That closed
 form reproduces the paper's CSB rows exactly, and inverting it on the CDB rows gives the mean exit loop the paper's
 oracle must have produced (`paper_check`). The chapter then runs the same simulation on our measured block times
-and our models' exit loops, next to the throughput the real engine (`rlib.cdb`) measures.
+and our models' exit loops, next to the throughput the real engine (`rlib.serving`) measures.
 """
 
 from __future__ import annotations

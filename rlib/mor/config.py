@@ -1,50 +1,40 @@
-"""Chapter 03's experiments: Mixture-of-Recursions pretrained from scratch (paper 001, Sec. 3-4, App. C, F).
+"""Chapter 03's settings: the typed configs per profile and the runs they define.
 
-Every model has the same widths (SmolLM-like, scaled down by the profile) and a vanilla depth L. A run is a
-`MoRVariant`: a vanilla model, or a `MoRSpec` (MoR expert- or token-choice, or the fixed-depth Recursive
-baseline) with its sharing strategy and KV strategy, trained for one of three budgets:
+Mixture-of-Recursions (paper 001). Every from-scratch model has the same widths (SmolLM-like, scaled down by the
+profile) and a vanilla depth L. A run is a `MoRVariant`: a vanilla model, or a `MoRSpec` (MoR expert- or
+token-choice, or the fixed-depth Recursive baseline) with its sharing strategy and KV strategy, trained for one of
+three budgets:
 
     "flops"     the isoFLOP budget `cfg.budget` in the paper's forward-FLOPs convention (`rlib.mor.flops`): a
                 model that spends fewer FLOPs per token trains on more tokens (Table 3's isoFLOP rows, Fig. 3)
     "tokens"    as many tokens as vanilla gets at that budget (Table 3's fixed-token rows)
     "ablation"  `cfg.ablation_tokens` tokens, the same for every model (Tables 4/8/10/11/12 train on 10B tokens)
 
-Runs are cached and resumable like the other chapters' (`rlib.experiments`). Text is SmolLM2's tokenizer on the
-poetry corpus with the compact vocabulary of `rlib.vocab` (the profile's `vocab_size`; 0 keeps all 49,152 ids).
+`BudgetSweepConfig` adds Fig. 3's budget axis; `UptrainConfig` / `UptrainRun` the up-training of a pretrained
+checkpoint with each sharing strategy (Sec. 3.2, App. D.2, Table 9).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import torch
-
-from rlib import data, experiments
-from rlib import eval as rl_eval
+from rlib import looping
 from rlib.config import ConfigError, Preset
-from rlib.model import Decoder, DecoderConfig, convert
-from rlib.mor import analysis, io
-from rlib.mor.flops import paper_flops_per_token
-from rlib.mor.model import MoRDecoder, MoRLoss, build, vanilla
+from rlib.looping import Looping
+from rlib.model import Decoder, DecoderConfig
+from rlib.model.convert import empty_decoder
 from rlib.mor.spec import MoRSpec
-from rlib.progress import progress
-from rlib.train import TrainConfig, train
-from rlib.vocab import CompactVocab, CompactWindows
+from rlib.train import TrainConfig
+from rlib.vocab import ScratchText
 
-__all__ = ["BUDGETS", "MoRConfig", "MoRVariant", "ROUTER_ABLATIONS", "run_grid", "variants"]
+__all__ = ["BUDGETS", "ROUTER_ABLATIONS", "BudgetSweepConfig", "MoRConfig", "MoRVariant", "UptrainConfig",
+           "UptrainRun", "unrolled_layers", "uptrain_runs", "variants"]
+
 
 BUDGETS = ("flops", "tokens", "ablation")
-CODE_MODULES = ("rlib.mor.grid", "rlib.mor.model", "rlib.mor.routers", "rlib.mor.spec", "rlib.mor.flops",
-                "rlib.mor.analysis", "rlib.train", "rlib.data", "rlib.vocab", "rlib.model.decoder",
-                "rlib.model.layers")
 
-# Table 10 / 11 rows beyond the final designs (which are the main runs): name -> spec changes
+
 ROUTER_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "ec_aux_router": ("expert", dict(aux="router")),
     "ec_tanh": ("expert", dict(router_func="tanh")),
@@ -136,6 +126,10 @@ class MoRConfig(Preset):
     def tokens_per_step(self) -> int:
         return self.batch_size * self.seq_len
 
+    def text(self) -> ScratchText:
+        """The corpus, tokenizer, compact vocabulary and window length every run of the grid reads."""
+        return ScratchText(self.corpus, self.tokenizer, self.vocab_size, self.seq_len)
+
 
 @dataclass(frozen=True)
 class MoRVariant:
@@ -204,136 +198,133 @@ def variants(cfg: MoRConfig) -> list[MoRVariant]:
     return [v for i, v in enumerate(runs) if v.name not in names[:i]]
 
 
-# ---- data ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BudgetSweepConfig(Preset):
+    fractions: tuple[float, ...]  # budgets as fractions of MoRConfig.budget (1.0 is the main grid's)
+
+    PRESETS = {"smoke": dict(fractions=(0.5,)), "cpu": dict(fractions=(0.25, 0.5)), "gpu": dict(fractions=(0.1, 0.3))}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fractions", tuple(self.fractions))
+        bad = [f for f in self.fractions if not 0 < f < 1]
+        if bad:
+            raise ConfigError(f"fractions {bad} must lie in (0, 1): the full budget is the main grid's run")
 
 
-@functools.cache
-def vocabulary(cfg: MoRConfig) -> CompactVocab | None:
-    """The compact vocabulary of the profile (counted once per process; None keeps the tokenizer's own)."""
-    return CompactVocab.from_corpus(cfg.corpus, cfg.tokenizer, cfg.vocab_size) if cfg.vocab_size else None
+UPTRAIN_KINDS = ("full", "recursive", "reduced")
 
 
-def _encode(windows: torch.Tensor, vocab: CompactVocab | None) -> torch.Tensor:
-    return windows if vocab is None else vocab.encode(windows)
+SHORT = {"cycle": "Cyc", "sequence": "Seq", "middle_cycle": "M-Cyc", "middle_sequence": "M-Seq",
+         "stepwise": "Step", "average": "Avg", "lower": "Lower", "upper": "Upper", "random_layers": "Rand"}
 
 
-def train_windows(cfg: MoRConfig, vocab: CompactVocab | None):
-    cache = data.token_cache(cfg.corpus, cfg.tokenizer, "train", progress=False)
-    windows = data.PackedWindows(cache, cfg.seq_len, bos_id=cache.bos_id)
-    return windows if vocab is None else CompactWindows(windows, vocab)
+@dataclass(frozen=True)
+class UptrainConfig(Preset):
+    """The up-training recipe shared by every run of the Table 9 analog."""
+
+    model: str  # the source checkpoint (an embedded asset)
+    corpus: str  # up-training data; its test split scores every run
+    seq_len: int
+    batch_size: int  # windows per optimizer step
+    micro_batch_size: int
+    steps: int  # optimizer steps, the same for every run (equal tokens)
+    lr: float  # peak learning rate (cosine schedule)
+    warmup_steps: int
+    eval_every: int  # steps between validation-loss points
+    val_windows: int  # validation windows per evaluation
+    n_eval_windows: int  # test windows scored before and after up-training
+    n_loops: int  # Nr of the recursive runs (the paper's Table 9: mostly 2)
+    sharings: tuple[str, ...]  # rlib.looping.SHARINGS to compare
+    inits: tuple[str, ...]  # rlib.looping.INITS to compare under every sharing
+    reduced: tuple[tuple[str, str], ...]  # (sharing, init) pairs whose K blocks also run once ("Loop 1")
+    full: bool  # also up-train the untied source model (the reference row)
+    seed: int
+    precision: str  # "bf16" (autocast) or "no"
+
+    PRESETS = {
+        "smoke": dict(model="smollm2-135m", corpus="shakespeare", seq_len=32, batch_size=2, micro_batch_size=2,
+                      steps=2, lr=1e-3, warmup_steps=1, eval_every=2, val_windows=2, n_eval_windows=2, n_loops=2,
+                      sharings=("cycle", "middle_cycle"), inits=("stepwise",), reduced=(("cycle", "stepwise"),),
+                      full=False, seed=0, precision="bf16"),
+        # chapter 1's cpu recipe (24.6k tokens per run, its swept learning rate): 16 runs, ~30 min on 2 cores
+        "cpu": dict(model="smollm2-135m", corpus="gutenberg-poetry", seq_len=128, batch_size=4, micro_batch_size=4,
+                    steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=32, n_loops=2,
+                    sharings=looping.SHARINGS, inits=("stepwise", "average", "upper"),
+                    reduced=(("cycle", "stepwise"), ("cycle", "average"), ("sequence", "average")), full=True,
+                    seed=0, precision="bf16"),
+        "gpu": dict(model="gemma3-270m", corpus="gutenberg-poetry", seq_len=512, batch_size=32, micro_batch_size=16,
+                    steps=500, lr=5e-4, warmup_steps=50, eval_every=100, val_windows=64, n_eval_windows=256,
+                    n_loops=2, sharings=looping.SHARINGS,
+                    inits=("stepwise", "average", "lower", "upper", "random_layers"),
+                    reduced=(("cycle", "stepwise"), ("cycle", "average"), ("sequence", "average")), full=True,
+                    seed=0, precision="bf16"),
+    }
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sharings", tuple(self.sharings))
+        object.__setattr__(self, "inits", tuple(self.inits))
+        object.__setattr__(self, "reduced", tuple(tuple(pair) for pair in self.reduced))
+        for sharing in (*self.sharings, *(s for s, _ in self.reduced)):
+            if sharing not in looping.SHARINGS:
+                raise ConfigError(f"sharing {sharing!r} unknown; choose from {list(looping.SHARINGS)}")
+        for init in (*self.inits, *(i for _, i in self.reduced)):
+            if init not in looping.INITS or init == "random":
+                raise ConfigError(f"init {init!r} is not a pretrained initialization; choose from "
+                                  f"{[i for i in looping.INITS if i != 'random']}")
+        if self.n_loops < 2:
+            raise ConfigError(f"n_loops={self.n_loops}: a recursive run needs at least 2 loops")
+        if self.steps < 1 or self.eval_every < 1:
+            raise ConfigError(f"steps={self.steps} and eval_every={self.eval_every} must be >= 1")
+        if self.precision not in ("no", "bf16"):
+            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+
+    def check_model(self, n_layers: int) -> None:
+        """Every sharing must accept `n_loops` for the source's depth; raised before any training."""
+        bad = [s for s in {*self.sharings, *(s for s, _ in self.reduced)}
+               if self.n_loops not in looping.valid_loops(n_layers, s)]
+        if bad:
+            raise ConfigError(f"n_loops={self.n_loops} does not fit a {n_layers}-layer {self.model} under "
+                              f"{sorted(bad)}; valid per sharing: "
+                              f"{ {s: looping.valid_loops(n_layers, s) for s in sorted(bad)} }")
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(lr=self.lr, schedule="cosine", warmup_steps=self.warmup_steps, max_steps=self.steps,
+                           batch_size=self.batch_size, micro_batch_size=self.micro_batch_size,
+                           eval_every=self.eval_every, eval_batches=max(1, self.val_windows // self.batch_size),
+                           seed=self.seed, mixed_precision=self.precision, checkpoint_final=False)
 
 
-def heldout(cfg: MoRConfig, vocab: CompactVocab | None, split: str, n: int, seed: int = 0) -> torch.Tensor:
-    return _encode(data.heldout_windows(cfg.corpus, cfg.tokenizer, cfg.seq_len, n, split=split, seed=seed), vocab)
+@dataclass(frozen=True)
+class UptrainRun:
+    """One up-training run (see the module docstring)."""
+
+    kind: str
+    sharing: str = "cycle"
+    init: str = "stepwise"
+
+    def __post_init__(self) -> None:
+        if self.kind not in UPTRAIN_KINDS:
+            raise ConfigError(f"run kind {self.kind!r} unknown; choose from {list(UPTRAIN_KINDS)}")
+
+    @property
+    def name(self) -> str:
+        return "full" if self.kind == "full" else f"{self.kind}-{self.sharing}-{self.init}"
+
+    def build(self, source: Decoder, n_loops: int, seed: int) -> Decoder:
+        if self.kind == "full":
+            return looping.convert(source, Looping(1))
+        looped = looping.convert(source, Looping(n_loops, self.sharing, self.init, seed=seed))
+        if self.kind == "recursive":
+            return looped
+        weight = looped.embed.weight  # reduced: the same blocks, each run once, in block order
+        once = empty_decoder(looped.config, None, weight.dtype, weight.device)
+        once.load_state_dict(looped.state_dict(), strict=True)
+        return once.train(source.training)
 
 
-# ---- one run ---------------------------------------------------------------------------------------------------
-
-
-def make_model(variant: MoRVariant, cfg: MoRConfig, vocab_size: int) -> MoRDecoder | Decoder:
-    base = cfg.base_config(vocab_size)
-    layers = unrolled_layers(variant.spec, cfg.n_layers)
-    if variant.spec is None:
-        return vanilla(base, layers, seed=variant.seed)
-    return build(base, layers, variant.spec, seed=variant.seed)
-
-
-def run_steps(variant: MoRVariant, cfg: MoRConfig) -> tuple[int, float]:
-    """(optimizer steps, forward FLOPs per token) of a run under its budget."""
-    per_token = paper_flops_per_token(cfg.d_model, cfg.d_ffn, cfg.seq_len,
-                                      unrolled_layers(variant.spec, cfg.n_layers), variant.spec)
-    if variant.budget == "flops":
-        tokens = cfg.budget / per_token
-    elif variant.budget == "tokens":
-        tokens = cfg.budget / paper_flops_per_token(cfg.d_model, cfg.d_ffn, cfg.seq_len, cfg.n_layers)
-    else:
-        tokens = cfg.ablation_tokens
-    return max(2, round(tokens / cfg.tokens_per_step())), per_token
-
-
-def budget_table(cfg: MoRConfig) -> pd.DataFrame:
-    """Per run: unrolled depth, forward FLOPs per token, optimizer steps and tokens under its budget."""
-    rows = []
-    for v in variants(cfg):
-        if v.seed != cfg.seeds[0]:
-            continue
-        steps, per_token = run_steps(v, cfg)
-        rows.append({"run": v.name, "model": v.label, "budget": v.budget,
-                     "unrolled_layers": unrolled_layers(v.spec, cfg.n_layers), "mflops_per_token": per_token / 1e6,
-                     "steps": steps, "tokens_m": steps * cfg.tokens_per_step() / 1e6})
-    return pd.DataFrame(rows)
-
-
-def train_config(cfg: MoRConfig, steps: int, seed: int) -> TrainConfig:
-    return TrainConfig(lr=cfg.lr, schedule="wsd", warmup_steps=max(1, round(cfg.warmup_frac * steps)),
-                       max_steps=steps, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
-                       eval_every=max(1, steps // cfg.evals_per_run),
-                       eval_batches=max(1, cfg.val_windows // cfg.batch_size),
-                       checkpoint_every=0, checkpoint_final=False, seed=seed, mixed_precision=cfg.precision)
-
-
-def test_nll(model, windows: torch.Tensor, cfg: MoRConfig, **kwargs) -> float:
-    """Mean next-token NLL over `windows` (rlib.eval.perplexity); kwargs go to the MoR forward (e.g. mode)."""
-    model.eval()
-    dtype = torch.bfloat16 if cfg.precision == "bf16" else None
-    scored = (lambda ids: model(ids, **kwargs)) if kwargs else model
-    return rl_eval.perplexity(scored, windows, batch_size=cfg.micro_batch_size, dtype=dtype, progress=False)["nll"]
-
-
-def non_embedding_params(model) -> int:
-    inner = model.decoder if isinstance(model, MoRDecoder) else model
-    total = sum(p.numel() for p in model.parameters())
-    return total - inner.embed.weight.numel()
-
-
-def run_variant(variant: MoRVariant, cfg: MoRConfig, work: Path, vocab: CompactVocab | None,
-                windows: dict[str, torch.Tensor], key: str) -> dict[str, Any]:
-    folder = work / variant.name
-    train_dir = folder / f"train-{key}"
-    for stale in folder.glob("train-*"):
-        if stale != train_dir:
-            shutil.rmtree(stale, ignore_errors=True)
-    size = vocab.size if vocab is not None else len(data.load_tokenizer(cfg.tokenizer))
-    model = make_model(variant, cfg, size)
-    steps, per_token = run_steps(variant, cfg)
-    routed = isinstance(model, MoRDecoder)
-    result = train(model, train_windows(cfg, vocab), train_config(cfg, steps, variant.seed), train_dir,
-                   val_windows=windows["val"], hooks=[MoRLoss()] if routed else [])
-    log = pd.read_csv(train_dir / "metrics.csv")
-    curve = log.dropna(subset=["val_loss"])[["step", "tokens", "val_loss"]]
-    after: dict[str, Any] = {"nll": test_nll(model, windows["test"], cfg)}
-    if routed and model.recursions:  # sequence orders have no recursion to route or cap
-        after["nll_causal"] = test_nll(model, windows["test"], cfg, mode="causal")
-        after["routing"] = analysis.routing_metrics(model, windows["test"], cfg.micro_batch_size)
-        after["depth_scaling"] = analysis.depth_scaling(model, windows["test"], cfg.micro_batch_size)["nll"].tolist()
-    (io.save if routed else convert.save)(model, folder / "model")
-    shutil.rmtree(train_dir / "checkpoint", ignore_errors=True)
-    return {"name": variant.name, "label": variant.label, "tag": variant.tag, "budget": variant.budget,
-            "seed": variant.seed, "spec": None if variant.spec is None else dataclasses.asdict(variant.spec),
-            "n_layers": unrolled_layers(variant.spec, cfg.n_layers), "params": non_embedding_params(model),
-            "steps": steps, "tokens": result.tokens, "flops_per_token": per_token,
-            "train_flops": per_token * result.tokens, "seconds": result.seconds,
-            "tokens_per_s": result.tokens / result.seconds, "after": after,
-            "curve": {"tokens": curve["tokens"].tolist(), "val_loss": curve["val_loss"].tolist()}}
-
-
-def run_grid(cfg: MoRConfig, work: Path) -> list[dict[str, Any]]:
-    vocab = vocabulary(cfg)
-    if vocab is not None:
-        vocab.save(work / "vocab.json")
-    windows = {"val": heldout(cfg, vocab, "validation", cfg.val_windows, seed=1),
-               "test": heldout(cfg, vocab, "test", cfg.eval_windows, seed=0)}
-    code = experiments.code_digest(*CODE_MODULES)
-    results = []
-    for variant in progress(variants(cfg), desc="runs", unit="run"):
-        key = experiments.digest(variant, cfg, code)
-        results.append(experiments.cached(work / variant.name, key, lambda v=variant, k=key: run_variant(
-            v, cfg, work, vocab, windows, k)))
-    return results
-
-
-def load_model(work: Path, variant_name: str) -> MoRDecoder | Decoder:
-    folder = work / variant_name / "model"
-    if (folder / io.SPEC_FILE).exists():
-        return io.load(folder)
-    return convert.load(folder)
+def uptrain_runs(cfg: UptrainConfig) -> list[UptrainRun]:
+    """Every run, the reference first, then the reduced baselines, then sharing x initialization."""
+    out = [UptrainRun("full")] if cfg.full else []
+    out += [UptrainRun("reduced", s, i) for s, i in cfg.reduced]
+    out += [UptrainRun("recursive", s, i) for s in cfg.sharings for i in cfg.inits]
+    return list(dict.fromkeys(out))

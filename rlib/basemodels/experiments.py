@@ -1,0 +1,82 @@
+"""Chapter 00's measurements of the base models on held-out documents: perplexity, generations, latency and the
+zero-shot task suite (the analog of Relaxed Recursive Transformers Table D.1), so every later number has a baseline.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from rlib import assets, data
+from rlib import eval as rl_eval
+from rlib.basemodels.config import DTYPES, PRETRAINING, ModelsDataConfig
+from rlib.progress import progress
+
+__all__ = ["corpus_table", "device", "evaluate_models", "task_suite_table"]
+
+
+def device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def corpus_table(cfg: ModelsDataConfig) -> pd.DataFrame:
+    """Documents, characters and tokens per (corpus, split) and tokenizer."""
+    return data.corpus_stats(cfg.stats_corpora, cfg.models)
+
+
+def evaluate_models(cfg: ModelsDataConfig, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Held-out perplexity, greedy generations and forward latency, one model load per (model, dtype).
+
+    Returns frames `perplexity` (model, dtype, corpus, ppl, nll, nll_se, n_tokens, ...),
+    `generations` (model, dtype, prompt, continuation) and `latency` (model, dtype, median_s, ...).
+    """
+    dev = device()
+    windows = {(m, c): data.heldout_windows(c, m, cfg.seq_len, _n_windows(c, m, cfg), split="test", seed=seed)
+               for m in cfg.models for c in cfg.eval_corpora}  # [N, T] each
+    ppl_rows, gen_rows, lat_rows = [], [], []
+    combos = [(m, d) for m in cfg.models for d in cfg.dtypes]
+    for model_name, dtype_name in progress(combos, desc="models x dtypes"):
+        model = assets.load_model(model_name, dtype=DTYPES[dtype_name], device=dev)
+        tok = assets.load_tokenizer(model_name)
+        for corpus in cfg.eval_corpora:
+            res = rl_eval.perplexity(model, windows[(model_name, corpus)], batch_size=cfg.batch_size, device=dev,
+                                     progress=False)
+            ppl_rows.append({"model": model_name, "dtype": dtype_name, "corpus": corpus, **res})
+        for prompt, text in zip(cfg.prompts, rl_eval.greedy_generate(model, tok, list(cfg.prompts),
+                                                                      cfg.max_new_tokens)):
+            gen_rows.append({"model": model_name, "dtype": dtype_name, "prompt": prompt, "continuation": text})
+        lat = rl_eval.forward_latency(model, seq_len=cfg.latency_seq_len, repeats=cfg.latency_repeats)
+        lat_rows.append({"model": model_name, "dtype": dtype_name, "device": dev, **lat})
+        del model
+    return {"perplexity": pd.DataFrame(ppl_rows), "generations": pd.DataFrame(gen_rows),
+            "latency": pd.DataFrame(lat_rows)}
+
+
+def task_suite_table(cfg: ModelsDataConfig, dtype: str = "float32") -> tuple[pd.DataFrame, str]:
+    """Every base model on the profile's task suite through lm-eval, zero-shot.
+
+    Returns (long table of `rlib.eval.suite_table` with the model's non-embedding parameter count and
+    pretraining data added, a note naming the suite that ran and why).
+    """
+    from rlib import counting, tasks
+    from rlib.model import convert
+
+    names, note = tasks.resolve_suite(cfg.task_suite)
+    rows = []
+    for name in progress(cfg.models, desc="task suite"):
+        model = convert.from_transformers(assets.load_model(name, dtype=DTYPES[dtype], device=device()))
+        table = rl_eval.suite_table({name: model}, names, limit=cfg.task_limit, batch_size=cfg.batch_size,
+                                    tokenizer=assets.load_tokenizer(name), dtype=dtype)
+        counts = counting.count_parameters(model)
+        data_name, tokens = PRETRAINING.get(name, ("see the model card", "?"))
+        rows.append(table.assign(non_embedding_params=counts["non_embedding"], pretraining_data=data_name,
+                                 pretraining_tokens=tokens))
+        del model
+    return pd.concat(rows, ignore_index=True), note
+
+
+def _n_windows(corpus: str, model: str, cfg: ModelsDataConfig) -> int:
+    """The preset's window count, capped by what the test split holds (HumanEval is small)."""
+    cache = data.token_cache(corpus, model, "test", progress=False)
+    available = len(data.PackedWindows(cache, cfg.seq_len, bos_id=cache.bos_id))
+    return min(cfg.n_eval_windows, available)

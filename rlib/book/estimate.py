@@ -1,0 +1,97 @@
+"""`python -m rlib.book plan --profile P`: what a run would cost now, from the last run and the caches.
+
+Per chapter, in book order:
+  - whether it is up to date (the runner would skip it: same source, parameters and library code);
+  - its last complete run: wall time, when, with how many torch threads (`runs/<profile>/<chapter>/
+    provenance.json` and its `environment.json`), or else the promoted run of that profile
+    (`figures/MANIFEST.json`, `figures/<profile>/MANIFEST.json`), so a fresh clone gets numbers too;
+  - what its run grid has cached (`runs/.work/<profile>/<chapter>/*/result.json`): those runs are read,
+    not trained, so the chapter will take less than its last uncached time;
+  - the expected time now: 0 when up to date, else the last run's wall time,
+and the total against the profile's book budget. Nothing is run or written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlib.book import manifest as manifest_mod
+from rlib.book.layout import failed_dir, profile_dir, work_root
+from rlib.book.promote import promoted_dir
+from rlib.config import get_profile
+
+
+@dataclass
+class ChapterEstimate:
+    chapter: str
+    state: str  # "up to date" | "stale" | "never run" | "failed"
+    last_wall_s: float | None
+    last_source: str  # where last_wall_s comes from
+    threads: int | None
+    cached_runs: int
+    cached_newest: float | None  # mtime of the newest result.json
+    expected_s: float | None
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def estimate(profile: str, only: list[str] | None = None, cli_params: list[str] | None = None
+             ) -> list[ChapterEstimate]:
+    from rlib.book.runner import is_up_to_date, plan
+
+    get_profile(profile)
+    manifest = manifest_mod.load()
+    promoted = _read(promoted_dir(profile) / "MANIFEST.json") or {}
+    rows = []
+    for item in plan(manifest, profile, only, cli_params or []):
+        ch = item.chapter
+        prov = _read(profile_dir(profile) / ch.id / "provenance.json")
+        wall, source, threads = None, "no run", None
+        if prov:
+            env = prov.get("environment") or {}
+            wall, source = prov.get("wall_s"), f"last run {prov.get('started', '?')[:16]}"
+            threads = (env.get("threads") or {}).get("torch") or env.get("torch_threads")
+        elif ch.id in promoted and promoted[ch.id].get("profile") == profile:
+            wall, source = promoted[ch.id].get("wall_s"), f"promoted run {promoted[ch.id].get('started', '?')[:16]}"
+        up_to_date = bool(prov) and is_up_to_date(item, profile)
+        state = ("up to date" if up_to_date else "failed" if failed_dir(profile, ch.id).exists()
+                 else "stale" if prov else "never run")
+        results = sorted(work_root(profile, ch.id).glob("*/result.json"))
+        newest = max((r.stat().st_mtime for r in results), default=None)
+        expected = 0.0 if up_to_date else wall
+        rows.append(ChapterEstimate(ch.id, state, wall, source, threads, len(results), newest, expected))
+    return rows
+
+
+def _minutes(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def format_estimate(profile: str, rows: list[ChapterEstimate]) -> str:
+    prof = get_profile(profile)
+    lines = [f"plan for the {profile} profile (chapter budget {prof.chapter_budget_s / 60:.0f} min, "
+             f"book budget {prof.book_budget_s / 60:.0f} min)",
+             f"{'chapter':28s} {'state':10s} {'expected':>10s} {'last':>10s}  cached runs  source"]
+    for r in rows:
+        cached = f"{r.cached_runs:4d}" + (f" (newest {time.strftime('%m-%d %H:%M', time.localtime(r.cached_newest))})"
+                                           if r.cached_newest else "")
+        threads = f", {r.threads} threads" if r.threads else ""
+        lines.append(f"{r.chapter:28s} {r.state:10s} {_minutes(r.expected_s):>10s} {_minutes(r.last_wall_s):>10s}  "
+                     f"{cached:24s} {r.last_source}{threads}")
+    known = [r.expected_s for r in rows if r.expected_s is not None]
+    unknown = [r.chapter for r in rows if r.expected_s is None]
+    total = f"total expected: {_minutes(sum(known))}"
+    if unknown:
+        total += f" + unknown for {', '.join(unknown)} (never run in this profile)"
+    lines.append(total)
+    lines.append("expected = 0 for an up-to-date chapter (skipped), else its last wall time; cached runs of a stale "
+                 "chapter are read back, not retrained, so it takes less when they are still valid")
+    return "\n".join(lines)

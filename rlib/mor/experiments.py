@@ -1,0 +1,144 @@
+"""Chapter 03's runs: Mixture-of-Recursions and its baselines pretrained from scratch (paper 001, Sec. 3-4, App. C, F).
+
+`run_grid` trains every `MoRVariant` of `rlib.mor.config.variants` under its budget, scores it on held-out windows
+(top-k and causal routing), records its routing metrics and test-time depth scaling, and saves the model. Runs are
+cached and resumable like the other chapters' (`rlib.experiments.run_grid`). Text is SmolLM2's tokenizer on the
+poetry corpus with the compact vocabulary of `rlib.vocab` (the profile's `vocab_size`; 0 keeps all 49,152 ids).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from rlib import eval as rl_eval
+from rlib import experiments
+from rlib.model import Decoder, convert
+from rlib.mor import analysis, io
+from rlib.mor.config import ROUTER_ABLATIONS, MoRConfig, MoRVariant, unrolled_layers, variants
+from rlib.mor.flops import paper_flops_per_token
+from rlib.mor.model import MoRDecoder, MoRLoss, build, vanilla
+from rlib.mor.spec import MoRSpec
+from rlib.train import TrainConfig, train
+
+__all__ = ["CHAPTER", "CODE_MODULES", "MAIN", "load_model", "main_model", "make_model", "run_grid", "run_steps",
+           "test_nll", "windows"]
+
+CHAPTER = "03_mixture_of_recursions"
+CODE_MODULES = ("rlib.mor.config", "rlib.mor.experiments", "rlib.mor.model", "rlib.mor.routers", "rlib.mor.spec",
+                "rlib.mor.flops", "rlib.mor.analysis", "rlib.train", "rlib.data", "rlib.vocab", "rlib.model.decoder",
+                "rlib.model.layers")
+
+# the main comparison's models by short name
+MAIN = {
+    "ec": lambda nr: MoRSpec.expert(nr),
+    "tc": lambda nr: MoRSpec.token(nr),
+    "rec": lambda nr: MoRSpec.recursive(nr),
+    "ec-share": lambda nr: MoRSpec.expert(nr, kv="share"),
+}
+
+
+def windows(cfg: MoRConfig) -> dict[str, torch.Tensor]:
+    """The validation and test windows every run is scored on (compact ids)."""
+    text = cfg.text()
+    return {"val": text.heldout("validation", cfg.val_windows, seed=1),
+            "test": text.heldout("test", cfg.eval_windows, seed=0)}
+
+
+def make_model(variant: MoRVariant, cfg: MoRConfig, vocab_size: int) -> MoRDecoder | Decoder:
+    base = cfg.base_config(vocab_size)
+    layers = unrolled_layers(variant.spec, cfg.n_layers)
+    if variant.spec is None:
+        return vanilla(base, layers, seed=variant.seed)
+    return build(base, layers, variant.spec, seed=variant.seed)
+
+
+def run_steps(variant: MoRVariant, cfg: MoRConfig) -> tuple[int, float]:
+    """(optimizer steps, forward FLOPs per token) of a run under its budget."""
+    per_token = paper_flops_per_token(cfg.d_model, cfg.d_ffn, cfg.seq_len,
+                                      unrolled_layers(variant.spec, cfg.n_layers), variant.spec)
+    if variant.budget == "flops":
+        tokens = cfg.budget / per_token
+    elif variant.budget == "tokens":
+        tokens = cfg.budget / paper_flops_per_token(cfg.d_model, cfg.d_ffn, cfg.seq_len, cfg.n_layers)
+    else:
+        tokens = cfg.ablation_tokens
+    return max(2, round(tokens / cfg.tokens_per_step())), per_token
+
+
+def train_config(cfg: MoRConfig, steps: int, seed: int) -> TrainConfig:
+    return TrainConfig(lr=cfg.lr, schedule="wsd", warmup_steps=max(1, round(cfg.warmup_frac * steps)),
+                       max_steps=steps, batch_size=cfg.batch_size, micro_batch_size=cfg.micro_batch_size,
+                       eval_every=max(1, steps // cfg.evals_per_run),
+                       eval_batches=max(1, cfg.val_windows // cfg.batch_size),
+                       checkpoint_every=0, checkpoint_final=False, seed=seed, mixed_precision=cfg.precision)
+
+
+def test_nll(model, windows: torch.Tensor, cfg: MoRConfig, **kwargs) -> float:
+    """Mean next-token NLL over `windows` (rlib.eval.perplexity); kwargs go to the MoR forward (e.g. mode)."""
+    model.eval()
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else None
+    scored = (lambda ids: model(ids, **kwargs)) if kwargs else model
+    return rl_eval.perplexity(scored, windows, batch_size=cfg.micro_batch_size, dtype=dtype, progress=False)["nll"]
+
+
+def non_embedding_params(model) -> int:
+    inner = model.decoder if isinstance(model, MoRDecoder) else model
+    total = sum(p.numel() for p in model.parameters())
+    return total - inner.embed.weight.numel()
+
+
+def run_variant(variant: MoRVariant, cfg: MoRConfig, slot: experiments.RunSlot,
+                held: dict[str, torch.Tensor]) -> dict[str, Any]:
+    text = cfg.text()
+    model = make_model(variant, cfg, text.size)
+    steps, per_token = run_steps(variant, cfg)
+    routed = isinstance(model, MoRDecoder)
+    train_dir = slot.train_dir
+    result = train(model, text.train_windows(), train_config(cfg, steps, variant.seed), train_dir,
+                   val_windows=held["val"], hooks=[MoRLoss()] if routed else [])
+    log = pd.read_csv(train_dir / "metrics.csv")
+    curve = log.dropna(subset=["val_loss"])[["step", "tokens", "val_loss"]]
+    after: dict[str, Any] = {"nll": test_nll(model, held["test"], cfg)}
+    if routed and model.recursions:  # sequence orders have no recursion to route or cap
+        after["nll_causal"] = test_nll(model, held["test"], cfg, mode="causal")
+        after["routing"] = analysis.routing_metrics(model, held["test"], cfg.micro_batch_size)
+        after["depth_scaling"] = analysis.depth_scaling(model, held["test"], cfg.micro_batch_size)["nll"].tolist()
+    (io.save if routed else convert.save)(model, slot.folder / "model")
+    slot.drop_checkpoint()
+    return {"name": variant.name, "label": variant.label, "tag": variant.tag, "budget": variant.budget,
+            "seed": variant.seed, "spec": None if variant.spec is None else dataclasses.asdict(variant.spec),
+            "n_layers": unrolled_layers(variant.spec, cfg.n_layers), "params": non_embedding_params(model),
+            "steps": steps, "tokens": result.tokens, "flops_per_token": per_token,
+            "train_flops": per_token * result.tokens, "seconds": result.seconds,
+            "tokens_per_s": result.tokens / result.seconds, "after": after,
+            "curve": {"tokens": curve["tokens"].tolist(), "val_loss": curve["val_loss"].tolist()}}
+
+
+def run_grid(cfg: MoRConfig, work: Path, runs: list[MoRVariant] | None = None) -> list[dict[str, Any]]:
+    """Run (or load) every variant (default: `variants(cfg)`), in order."""
+    cfg.text().save_vocabulary(work)
+    held = windows(cfg)
+    return experiments.run_grid(variants(cfg) if runs is None else runs, work,
+                                lambda v, slot: run_variant(v, cfg, slot, held), context=(cfg,),
+                                modules=CODE_MODULES, desc="runs")
+
+
+def load_model(work: Path, variant_name: str) -> MoRDecoder | Decoder:
+    """A trained run's model (MoR models through `rlib.mor.io`)."""
+    folder = Path(work) / variant_name / "model"
+    if (folder / io.SPEC_FILE).exists():
+        return io.load(folder)
+    return experiments.load_model(work, variant_name)
+
+
+def main_model(cfg: MoRConfig, work: Path, kind: str, budget: str = "flops", tag: str = ""):
+    """A trained model of the grid: kind in MAIN (the main Nr), at `budget`, first seed."""
+    spec = MAIN[kind](cfg.n_recursions)
+    if tag:
+        spec = spec.replace(**ROUTER_ABLATIONS[tag][1])
+    return load_model(work, MoRVariant(spec, budget, cfg.seeds[0], tag=tag).name)

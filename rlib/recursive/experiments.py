@@ -1,0 +1,179 @@
+"""Chapter 01's runs: build each variant from the source, evaluate it (step 0), uptrain it, evaluate it again.
+
+Relaxed Recursive Transformers Sec. 3.1-3.4. `run_grid` stores one result per variant under the chapter's work
+directory (`rlib.experiments.run_grid`), so an interrupted chapter resumes where it stopped. Quality is held-out
+next-token NLL / perplexity on the test split of each evaluation corpus (the uptraining corpus first) and accuracy on
+the book's local task suite (`rlib.tasks`), as in Table F.1. Chapter 02 reuses the public helpers here (the windows,
+the evaluation, the uptrained full model as its distillation teacher).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rlib import assets, counting, data, experiments, looping
+from rlib import eval as rl_eval
+from rlib.config import ConfigError
+from rlib.looping import Looping
+from rlib.model import Decoder, convert
+from rlib.recursive.config import RecursiveConfig, Variant, variants
+from rlib.train import train
+
+__all__ = ["CHAPTER", "CODE_MODULES", "eval_windows", "evaluate_model", "load_source", "memory_table", "run_grid",
+           "source_result", "teacher_dir", "teacher_variant", "train_windows", "val_windows"]
+
+CHAPTER = "01_recursive_conversion"
+
+
+CODE_MODULES = ("rlib.recursive.config", "rlib.recursive.experiments", "rlib.looping", "rlib.train", "rlib.eval",
+                "rlib.data", "rlib.model.decoder", "rlib.model.layers", "rlib.model.init", "rlib.tasks")
+
+
+def eval_windows(cfg: RecursiveConfig) -> dict[str, torch.Tensor]:
+    """The fixed test windows [N, T] of every evaluation corpus (the same for every variant)."""
+    return {c: data.heldout_windows(c, cfg.model, cfg.seq_len, cfg.n_eval_windows, split="test", seed=0)
+            for c in cfg.eval_corpora}
+
+
+def evaluate_model(model: Decoder, cfg: RecursiveConfig, windows: dict[str, torch.Tensor], tasks: bool,
+                   tokenizer: Any = None) -> dict[str, float]:
+    """{"nll[corpus]", "ppl[corpus]"} per evaluation corpus, plus each task's primary metric and "task_avg".
+
+    With `precision="bf16"` perplexity runs under bf16 autocast and the tasks score a bf16 copy of the model
+    (chapter 00 measures the effect on these models: under 0.1 % in perplexity).
+    """
+    device = next(model.parameters()).device
+    out: dict[str, float] = {}
+    for corpus, win in windows.items():
+        dtype = torch.bfloat16 if cfg.precision == "bf16" else None
+        res = rl_eval.perplexity(model, win, batch_size=cfg.micro_batch_size, dtype=dtype, device=device,
+                                 progress=False)
+        out[f"nll[{corpus}]"], out[f"ppl[{corpus}]"], out[f"nll_se[{corpus}]"] = res["nll"], res["ppl"], res["nll_se"]
+    if tasks and cfg.tasks:
+        scored = copy.deepcopy(model).to(torch.bfloat16) if cfg.precision == "bf16" else model  # RlibLM casts in place
+        table = rl_eval.suite_table({"m": scored}, cfg.tasks, limit=cfg.task_limit, batch_size=cfg.micro_batch_size,
+                                    tokenizer=tokenizer or assets.load_tokenizer(cfg.model), dtype="auto")
+        del scored
+        primary = table[table["primary"]]
+        for row in primary.itertuples():
+            out[f"task[{row.task}]"] = 100 * row.value
+        out["task_avg"] = float(np.mean([100 * v for v in primary["value"]]))
+    return out
+
+
+def train_windows(cfg: RecursiveConfig, corpus: str) -> data.PackedWindows:
+    cache = data.token_cache(corpus, cfg.model, "train", progress=False)
+    return data.PackedWindows(cache, cfg.seq_len, bos_id=cache.bos_id)
+
+
+def val_windows(cfg: RecursiveConfig, corpus: str) -> torch.Tensor:
+    return data.heldout_windows(corpus, cfg.model, cfg.seq_len, cfg.val_windows, split="validation", seed=1)
+
+
+def _keeps(variant: Variant, cfg: RecursiveConfig) -> bool:
+    """Which uptrained models are saved: the full model (always, when it is the distillation teacher) and, with
+    `keep_models`, the main recursive model."""
+    teacher = variant == teacher_variant(cfg)
+    main = Variant("recursive", cfg.init_loops, "stepwise", seed=cfg.seeds[0])
+    return (teacher and (cfg.kd_alpha > 0 or cfg.keep_models)) or (variant == main and cfg.keep_models)
+
+
+def _scored_before(variant: Variant, cfg: RecursiveConfig) -> bool:
+    """Whether the task suite also scores the model before uptraining: the rows of Table F.1 (full-size, each
+    initialization at B = init_loops, reduced-size from scratch), first seed only (the inits are deterministic
+    except Random, whose other seeds would add little); the norm-weight variants are judged on loss alone."""
+    home = not variant.corpus and not variant.kd and variant.seed == cfg.seeds[0] and variant.norm_init == "average"
+    f1_row = variant.kind == "full" or (variant.n_loops == cfg.init_loops and variant.kind in ("recursive", "scratch"))
+    return home and f1_row
+
+
+def run_variant(variant: Variant, cfg: RecursiveConfig, source: Decoder, slot: experiments.RunSlot,
+                windows: dict[str, torch.Tensor], teacher: Path | None) -> dict[str, Any]:
+    """Build, evaluate at step 0, uptrain, evaluate again; returns the result dict (see `run_grid`).
+
+    Training writes into the slot's `train-<key>/`, so a checkpoint left by a killed run resumes only under the
+    same key.
+    """
+    model = variant.build(source)
+    counts = counting.count_parameters(model)
+    before = evaluate_model(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]},
+                            tasks=_scored_before(variant, cfg))
+    teacher_model = None
+    if variant.kd:
+        if teacher is None or not (teacher / convert.CONFIG_FILE).exists():
+            raise ConfigError(f"{variant.name} distills from the uptrained full model, which is not saved yet")
+        teacher_model = convert.load(teacher)
+    corpus = variant.corpus or cfg.train_corpus
+    train_dir = slot.train_dir
+    result = train(model, train_windows(cfg, corpus), cfg.train_config(variant), train_dir,
+                   val_windows=val_windows(cfg, corpus), teacher=teacher_model)
+    after = evaluate_model(model, cfg, windows, tasks=True)
+    if _keeps(variant, cfg):
+        convert.save(model, slot.folder / "model")
+    slot.drop_checkpoint()
+    return {
+        "name": variant.name,
+        "train_dir": train_dir.name,
+        "variant": dataclasses.asdict(variant),
+        "corpus": corpus,
+        "params": counts,
+        "before": before,
+        "after": after,
+        "train": {"tokens": result.tokens, "seconds": result.seconds, "tokens_per_s": result.tokens / result.seconds,
+                  "final_loss": result.train_loss, "val_loss": result.val_loss},
+    }
+
+
+def load_source(cfg: RecursiveConfig) -> Decoder:
+    """The source checkpoint as a Decoder, checked against the config's loop counts (load it once per chapter)."""
+    source = convert.from_transformers(assets.load_model(cfg.model))
+    cfg.check_model(source.config.n_layers)
+    return source
+
+
+def teacher_variant(cfg: RecursiveConfig) -> Variant:
+    """The uptrained full-size model: the distillation teacher of chapters 01 and 02."""
+    return Variant("full", seed=cfg.seeds[0])
+
+
+def teacher_dir(profile: str) -> Path:
+    """Where chapter 01 saves its uptrained full-size model under `profile` (chapter 02 distills from it)."""
+    return experiments.work_dir(profile, CHAPTER) / teacher_variant(RecursiveConfig.preset(profile)).name / "model"
+
+
+def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run (or load) every variant; returns their results in `variants(cfg)` order.
+
+    Each variant's folder `work/<name>/` holds `train-<key>/metrics.csv` (loss curves), `result.json` (written last,
+    keyed by the variant, the config and the library source) and, for kept models, `model/`.
+    """
+    cfg.check_model(source.config.n_layers)
+    windows = eval_windows(cfg)
+    teacher = Path(work) / teacher_variant(cfg).name / "model"
+    todo = [v for v in variants(cfg) if only is None or v.name in only]
+    return experiments.run_grid(todo, work, lambda v, slot: run_variant(v, cfg, source, slot, windows, teacher),
+                                context=(cfg,), modules=CODE_MODULES, desc="variants")
+
+
+def source_result(cfg: RecursiveConfig, source: Decoder) -> dict[str, float]:
+    """The untouched source model on the same windows and tasks (the "before uptraining" full-size row)."""
+    return evaluate_model(source, cfg, eval_windows(cfg), tasks=True)
+
+
+def memory_table(cfg: RecursiveConfig, source: Decoder, batch: int = 1) -> pd.DataFrame:
+    """Parameter MiB and fresh-process peak RSS at inference of the source model and its stepwise B-loop models."""
+    from rlib import memory
+
+    models = {"full-size (B=1)": source}
+    for b in sorted(set(cfg.loops) | {cfg.init_loops}):
+        models[f"recursive B={b}"] = looping.convert(source, Looping(b))
+    table = memory.measure(models, batch=batch, seq_len=cfg.seq_len)
+    counts = [counting.count_parameters(m)["unique"] for m in models.values()]
+    return table.assign(unique_params=counts)

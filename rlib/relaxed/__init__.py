@@ -1,0 +1,15 @@
+"""Chapter 02: relaxed recursion, early exits and continuous depth-wise batching (Relaxed Recursive Transformers,
+paper 000, Sec. 2.3-2.4 and 3.5-3.8; Appendices C, G, H, I, J, K).
+
+    config        RelaxedConfig (presets per profile), RelaxedVariant (one training run), variants(cfg)
+    experiments   the run grid (relax, uptrain / post-train with exit losses, evaluate every loop) and the step-0 curve
+    early_exit    the paper's early-exit training (Sec. 3.7): per-loop exits, weighted / aggressive schedules,
+                  self-distillation; oracle and confidence exit rules
+    throughput    Fig. 8 / Tables K.2-K.4: the real serving engine and the paper's simulation on the same prompts
+    tables        Fig. 6 / 7 / G.1-G.3, Table G.2, Tables 3 / J.1, Table I.1
+    claims        the chapter's ledger
+    plots         the chapter's figures
+
+The relaxation itself (depth-wise LoRA with SVD init, norm deltas, prefixes) is `rlib.relax`; the engine is
+`rlib.serving`.
+"""

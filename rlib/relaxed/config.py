@@ -1,0 +1,215 @@
+"""Chapter 02's settings: the typed config per profile and the grid of training runs (`RelaxedVariant`).
+
+Relaxed Recursive Transformers (paper 000) Sec. 2.3-2.4, 3.5-3.8, Appendices G, H, I, J, K. Every training run is a
+`RelaxedVariant` of the source model converted with B = `n_loops` (cycle sharing): an initialization (Stepwise /
+Average / Lower), a LoRA rank (0 = the plain recursive model) and LoRA init (SVD of the residual or standard
+"zero"), or a prefix length (App. H); optionally distillation from chapter 01's uptrained full model, longer
+uptraining, and an early-exit schedule applied either during uptraining ("co") or afterwards on fresh tokens
+("post", starting from the uptrained model of the same variant without exits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rlib import looping
+from rlib.config import ConfigError, Preset
+from rlib.train import TrainConfig
+
+__all__ = ["EXITS", "PHASES", "RelaxedConfig", "RelaxedVariant", "main_variants", "variants"]
+
+
+EXITS = ("none", "weighted", "aggressive", "aggressive_kd")
+
+
+PHASES = ("uptrain", "co", "post")
+
+
+@dataclass(frozen=True)
+class RelaxedConfig(Preset):
+    """Chapter 02's settings per profile (fields shared with chapter 01's config keep their meaning)."""
+
+    model: str
+    train_corpus: str
+    eval_corpora: tuple[str, ...]
+    n_loops: int  # B of every model of the chapter (the paper: 2, and 3 for some ablations)
+    seq_len: int
+    batch_size: int
+    micro_batch_size: int
+    steps: int  # uptraining steps of every run
+    post_steps: int  # early-exit post-training steps (on tokens the uptraining did not see)
+    lr: float  # one peak rate for every run (chapter 01's sweep)
+    warmup_steps: int
+    eval_every: int
+    val_windows: int
+    n_eval_windows: int
+    step0_ranks: tuple[int, ...]  # ranks of the step-0 curve (0 = recursive; the full rank is added)
+    inits: tuple[str, ...]  # looping inits compared with and without LoRA
+    ranks: tuple[int, ...]  # LoRA ranks uptrained with SVD init for the inits in `rank_inits`
+    rank_inits: tuple[str, ...]  # inits swept over every rank; the other inits get the largest rank only
+    extra_ranks: tuple[int, ...]  # further ranks for the Average init only (the rank sweep, Fig. 7)
+    zero_inits: tuple[str, ...]  # inits also uptrained with standard ("zero") LoRA init at the largest of `ranks`
+    prefix_lengths: tuple[int, ...]  # prefix relaxation (App. H) of the Average init, per prompt length
+    exit_schedules: tuple[str, ...]  # post-training schedules (EXITS) on the main recursive and relaxed models
+    exit_coef: float  # the aggressive coefficient c (the paper: 0.1)
+    co_training: bool  # also co-train the main recursive model with aggressive+kd exits (the paper: worse final loop)
+    kd_alpha: float  # distillation weight for the KD row of Table I.1 (0 = no KD row)
+    long_factor: int  # the "longer uptraining" row: this many times the steps (1 = none)
+    precision: str
+    throughput_requests: int
+    prompt_len: int
+    new_tokens: int
+    max_batch: int
+    exit_thresholds: tuple[float, ...]  # confidence thresholds of the engine's early exit
+    throughput_repeats: int = 1  # engine runs per setting; the table keeps the median run (timing noise)
+    tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
+    task_limit: int = 0
+
+    PRESETS = {
+        "smoke": dict(
+            model="smollm2-135m", train_corpus="shakespeare", eval_corpora=("shakespeare",), n_loops=2, seq_len=64,
+            batch_size=2, micro_batch_size=2, steps=2, post_steps=2, lr=1e-3, warmup_steps=1, eval_every=2,
+            val_windows=2, n_eval_windows=2, step0_ranks=(0, 8), inits=("stepwise", "average"), ranks=(8,),
+            rank_inits=("stepwise", "average"),
+            extra_ranks=(), zero_inits=("average",), prefix_lengths=(4,), exit_schedules=("none", "aggressive_kd"),
+            exit_coef=0.1,
+            co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", throughput_requests=3,
+            prompt_len=8, new_tokens=4, max_batch=2, exit_thresholds=(0.5,)),
+        # ~45 min on 2 cores: 15 uptraining runs of 48 steps x 4 x 128 tokens, 6 post-training runs of 24 steps
+        "cpu": dict(
+            model="smollm2-135m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
+            n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=16, lr=1e-3,
+            warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=24, step0_ranks=(0, 4, 16, 64, 192),
+            inits=("stepwise", "average", "lower"), ranks=(16, 64), rank_inits=("stepwise", "average"), extra_ranks=(),
+            zero_inits=("average", "lower"), prefix_lengths=(64,),
+            exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
+            exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
+            throughput_requests=24, prompt_len=32, new_tokens=32, max_batch=8, exit_thresholds=(0.9, 0.6),
+            throughput_repeats=3),
+        "gpu": dict(
+            model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
+            n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
+            warmup_steps=100, eval_every=100, val_windows=64, n_eval_windows=256, step0_ranks=(0, 8, 32, 128, 256),
+            inits=("stepwise", "average", "lower"), ranks=(32, 128), rank_inits=("stepwise", "average", "lower"),
+            extra_ranks=(256, 512),
+            zero_inits=("average", "lower"), prefix_lengths=(64, 256),
+            exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
+            exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
+            throughput_requests=256, prompt_len=128, new_tokens=256, max_batch=64, exit_thresholds=(0.9, 0.7, 0.5),
+            throughput_repeats=3),
+        "paper": dict(
+            model="hf:google/gemma-2-2b", train_corpus="hf:cerebras/SlimPajama-627B",
+            eval_corpora=("hf:cerebras/SlimPajama-627B",), n_loops=2, seq_len=2048, batch_size=1024,
+            micro_batch_size=8, steps=7500, post_steps=7500, lr=2e-4, warmup_steps=200, eval_every=500,
+            val_windows=256, n_eval_windows=1024, step0_ranks=(0, 64, 128, 256, 512), inits=("stepwise", "average",
+                                                                                              "lower"),
+            ranks=(64, 512), rank_inits=("stepwise", "average", "lower"), extra_ranks=(128, 256),
+            zero_inits=("average", "lower"),
+            prefix_lengths=(256, 512, 1024, 2048),
+            exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"), exit_coef=0.1, co_training=True,
+            kd_alpha=1.0, long_factor=4, precision="bf16", throughput_requests=20000, prompt_len=512,
+            new_tokens=2048, max_batch=43, exit_thresholds=(0.9,)),
+    }
+
+    def __post_init__(self) -> None:
+        bad = [i for i in self.inits + self.zero_inits if i not in looping.INITS]
+        if bad:
+            raise ConfigError(f"inits {bad} unknown; choose from {list(looping.INITS)}")
+        bad = [s for s in self.exit_schedules if s not in EXITS]
+        if bad:
+            raise ConfigError(f"exit_schedules {bad} unknown; choose from {EXITS}")
+        missing = [i for i in ("stepwise", "average", *self.rank_inits) if i not in self.inits]
+        if missing:
+            raise ConfigError(f"inits {self.inits} must include {missing} (the main models and rank_inits)")
+        if self.n_loops < 2:
+            raise ConfigError(f"n_loops={self.n_loops}: a relaxed recursive model loops at least twice")
+        if any(r < 1 for r in self.ranks + self.extra_ranks):
+            raise ConfigError(f"ranks {self.ranks + self.extra_ranks} must be >= 1 (rank 0 is the recursive model)")
+        if self.precision not in ("no", "bf16"):
+            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        if self.throughput_repeats < 1:
+            raise ConfigError(f"throughput_repeats={self.throughput_repeats} must be >= 1")
+
+    def check_model(self, n_layers: int) -> None:
+        """n_loops must divide the source's layers; raised before any training."""
+        valid = looping.valid_loops(n_layers)
+        if self.n_loops not in valid:
+            raise ConfigError(f"n_loops={self.n_loops} does not divide the {n_layers} layers of {self.model}; "
+                              f"valid: {valid}")
+
+    def train_config(self, variant: RelaxedVariant) -> TrainConfig:
+        post = variant.phase == "post"
+        steps = self.post_steps if post else self.steps * variant.steps_factor
+        return TrainConfig(lr=self.lr, schedule="cosine", warmup_steps=min(self.warmup_steps, steps - 1),
+                           max_steps=steps, batch_size=self.batch_size, micro_batch_size=self.micro_batch_size,
+                           eval_every=min(self.eval_every, steps),
+                           eval_batches=max(1, self.val_windows // self.batch_size),
+                           checkpoint_every=0, seed=variant.seed + (1000 if post else 0),  # post: fresh batches
+                           kd_alpha=self.kd_alpha if variant.kd else 0.0, mixed_precision=self.precision,
+                           checkpoint_final=False)
+
+
+@dataclass(frozen=True)
+class RelaxedVariant:
+    init: str = "stepwise"
+    rank: int = 0  # 0 = plain recursive
+    lora_init: str = "svd"
+    exit: str = "none"
+    phase: str = "uptrain"  # "uptrain" (no exit loss), "co" (exit loss during uptraining), "post" (after)
+    kd: bool = False
+    steps_factor: int = 1
+    seed: int = 0
+    prefix: int = 0  # prefix relaxation length (App. H) instead of LoRA; needs rank 0
+
+    def __post_init__(self) -> None:
+        if self.prefix and self.rank:
+            raise ConfigError(f"prefix={self.prefix} and rank={self.rank}: a run relaxes with LoRA or a prefix")
+        if self.phase not in PHASES:
+            raise ConfigError(f"phase {self.phase!r} unknown; choose from {PHASES}")
+        if self.exit not in EXITS:
+            raise ConfigError(f"exit {self.exit!r} unknown; choose from {EXITS}")
+        if (self.phase == "uptrain") != (self.exit == "none") and self.phase != "post":
+            raise ConfigError(f"phase {self.phase!r} with exit {self.exit!r}: 'uptrain' has no exit loss, 'co' has one")
+
+    @property
+    def name(self) -> str:
+        base = f"{self.init}-p{self.prefix}" if self.prefix else \
+            f"{self.init}-r{self.rank}" + (f"-{self.lora_init}" if self.rank else "")
+        if self.kd:
+            base += "-kd"
+        if self.steps_factor != 1:
+            base += f"-x{self.steps_factor}"
+        if self.phase != "uptrain":
+            base += f"-{self.phase}_{self.exit}"
+        return f"{base}-s{self.seed}"
+
+    @property
+    def parent(self) -> RelaxedVariant | None:
+        """The uptrained model a post-training run starts from."""
+        return dataclasses.replace(self, exit="none", phase="uptrain") if self.phase == "post" else None
+
+
+def main_variants(cfg: RelaxedConfig) -> tuple[RelaxedVariant, RelaxedVariant]:
+    """The main recursive (Stepwise, r = 0) and relaxed (Average, SVD at the largest of `ranks`) models."""
+    return RelaxedVariant("stepwise", 0), RelaxedVariant("average", max(cfg.ranks))
+
+
+def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
+    """Every training run in dependency order (parents of post-training runs first)."""
+    runs = [RelaxedVariant(init, 0) for init in cfg.inits]
+    runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.ranks
+             if init in cfg.rank_inits or r == max(cfg.ranks)]
+    runs += [RelaxedVariant("average", r) for r in cfg.extra_ranks]
+    runs += [RelaxedVariant(init, max(cfg.ranks), "zero") for init in cfg.zero_inits]
+    runs += [RelaxedVariant("average", prefix=p) for p in cfg.prefix_lengths]
+    if cfg.kd_alpha > 0:
+        runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True))
+    if cfg.long_factor > 1:
+        runs.append(dataclasses.replace(main_variants(cfg)[1], steps_factor=cfg.long_factor))
+    for main in main_variants(cfg):
+        runs += [dataclasses.replace(main, exit=s, phase="post") for s in cfg.exit_schedules]
+    if cfg.co_training:
+        runs.append(dataclasses.replace(main_variants(cfg)[0], exit="aggressive_kd", phase="co"))
+    names = [v.name for v in runs]
+    return [v for i, v in enumerate(runs) if v.name not in names[:i]]

@@ -1,0 +1,133 @@
+"""Chapter 02's runs: build each relaxed (or plain recursive) model, uptrain or post-train it with its early-exit
+schedule, evaluate every loop; and the step-0 curve, which needs no training (Relaxed Recursive Transformers Sec. 2.3:
+the SVD-initialized relaxation interpolates between the recursive model and the source).
+
+Runs are cached like chapter 01's (`rlib.experiments.run_grid`). The windows, the evaluation and the distillation
+teacher come from chapter 01's public helpers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from rlib import counting, experiments, looping, relax
+from rlib.config import ConfigError
+from rlib.looping import Looping
+from rlib.model import Decoder, convert
+from rlib.progress import progress
+from rlib.recursive import experiments as ch01
+from rlib.relax import Relaxation
+from rlib.relaxed import early_exit
+from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, variants
+from rlib.relaxed.early_exit import ExitLoss, ExitModel
+from rlib.train import train
+
+__all__ = ["CHAPTER", "CODE_MODULES", "build", "evaluate", "run_grid", "step0_table"]
+
+CHAPTER = "02_relaxed_recursion"
+
+
+CODE_MODULES = ("rlib.relaxed.config", "rlib.relaxed.experiments", "rlib.relax", "rlib.relaxed.early_exit",
+                "rlib.looping", "rlib.train", "rlib.eval", "rlib.data", "rlib.model.decoder", "rlib.model.layers",
+                "rlib.model.lora", "rlib.recursive.experiments")
+
+
+def build(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder) -> Decoder:
+    looped = looping.convert(source, Looping(cfg.n_loops, init=variant.init))
+    if variant.prefix:
+        return relax.prefix_relax(looped, variant.prefix, seed=variant.seed)
+    if variant.rank == 0:
+        return looped
+    return relax.relax(looped, source, Relaxation(variant.rank, init=variant.lora_init))
+
+
+def _exit_loss(variant: RelaxedVariant, wrapped: ExitModel, cfg: RelaxedConfig) -> list[ExitLoss]:
+    if variant.exit == "none":
+        return []
+    schedule = "weighted" if variant.exit == "weighted" else "aggressive"
+    return [ExitLoss(wrapped, schedule, coef=cfg.exit_coef, kd=variant.exit == "aggressive_kd")]
+
+
+def evaluate(model: Decoder, cfg: RelaxedConfig, windows: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Perplexity on every corpus (final exit) and the static-exit NLL of every loop on the uptraining corpus."""
+    out = ch01.evaluate_model(model, cfg, windows, tasks=False)
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else None
+    exits = early_exit.loop_exits(model, cfg.n_loops)
+    losses = early_exit.static_exit_losses(model, windows[cfg.train_corpus], exits, cfg.micro_batch_size, dtype)
+    for j, depth in enumerate(exits, start=1):
+        out[f"nll_loop{j}"] = losses[depth]
+    return out
+
+
+def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, work: Path, slot: experiments.RunSlot,
+                windows: dict[str, torch.Tensor], teacher_dir: Path | None) -> dict[str, Any]:
+    if variant.parent is not None:
+        how = f"{variant.name} post-trains {variant.parent.name}, whose model is not saved yet"
+        model = experiments.load_model(work, variant.parent.name, how)
+    else:
+        model = build(variant, cfg, source)
+    # a post-training run starts from its parent, whose "after" is this run's "before"
+    before = {} if variant.parent else evaluate(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]})
+    teacher = None
+    if variant.kd:
+        if teacher_dir is None or not (teacher_dir / convert.CONFIG_FILE).exists():
+            raise ConfigError(f"{variant.name} distills from chapter 01's uptrained full model ({teacher_dir}); "
+                              "run chapter 01 with the same profile first")
+        teacher = convert.load(teacher_dir)
+    wrapped = ExitModel(model, early_exit.loop_exits(model, cfg.n_loops))
+    train_dir = slot.train_dir
+    result = train(wrapped, ch01.train_windows(cfg, cfg.train_corpus), cfg.train_config(variant), train_dir,
+                   val_windows=ch01.val_windows(cfg, cfg.train_corpus), teacher=teacher,
+                   hooks=_exit_loss(variant, wrapped, cfg))
+    after = evaluate(model, cfg, windows)
+    if any(v.parent == variant for v in variants(cfg)) or _keeps(variant, cfg):
+        convert.save(model, slot.folder / "model")
+    slot.drop_checkpoint()
+    counts = counting.count_parameters(model)
+    return {"name": variant.name, "train_dir": train_dir.name, "variant": dataclasses.asdict(variant),
+            "params": counts, "before": before, "after": after,
+            "train": {"tokens": result.tokens, "seconds": result.seconds,
+                      "tokens_per_s": result.tokens / result.seconds}}
+
+
+def _keeps(variant: RelaxedVariant, cfg: RelaxedConfig) -> bool:
+    """The exit-trained main models are kept for the throughput section."""
+    return variant.phase == "post" and variant.exit == "aggressive_kd"
+
+
+def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path | None) -> list[dict[str, Any]]:
+    """Run (or load) every variant in `variants(cfg)` order; `teacher_dir` is chapter 01's uptrained full model
+    (`rlib.recursive.experiments.teacher_dir(profile)`), needed by the distillation run."""
+    cfg.check_model(source.config.n_layers)
+    windows = ch01.eval_windows(cfg)
+    return experiments.run_grid(variants(cfg), work,
+                                lambda v, slot: run_variant(v, cfg, source, Path(work), slot, windows, teacher_dir),
+                                context=(cfg,), modules=CODE_MODULES, desc="variants")
+
+
+def step0_table(cfg: RelaxedConfig, source: Decoder) -> pd.DataFrame:
+    """Held-out perplexity before any training: each init relaxed at each rank (SVD), plus full rank with the norm
+    deltas (which reproduces the source), and the source itself. One row per (init, rank, norms)."""
+    windows = {cfg.train_corpus: ch01.eval_windows(cfg)[cfg.train_corpus]}
+    key = f"ppl[{cfg.train_corpus}]"
+    cfg = cfg.override(precision="no")  # fp32: a full-rank model must land on the source, not within bf16 rounding
+    rows = [{"init": "source", "rank": None, "norms": None, "lora_params": 0,
+             "ppl": ch01.evaluate_model(source, cfg, windows, tasks=False)[key]}]
+    todo = [(init, r, False) for init in cfg.inits for r in cfg.step0_ranks]
+    for init in cfg.inits:
+        full = relax.full_rank(source)
+        todo += [(init, full, False), (init, full, True)]
+    looped_of = {init: looping.convert(source, Looping(cfg.n_loops, init=init)) for init in cfg.inits}
+    svd_caches: dict[str, dict] = {init: {} for init in cfg.inits}  # one SVD per residual for all ranks
+    for init, rank, norms in progress(todo, desc="step-0 ranks", unit="model"):
+        looped = looped_of[init]
+        model = looped if rank == 0 else relax.relax(looped, source, Relaxation(rank, norms=norms), svd_caches[init])
+        lora = 0 if rank == 0 else relax.lora_parameters(looped, Relaxation(rank))
+        ppl = ch01.evaluate_model(model, cfg, windows, tasks=False)[key]
+        rows.append({"init": init, "rank": rank, "norms": norms, "lora_params": lora, "ppl": ppl})
+    return pd.DataFrame(rows)

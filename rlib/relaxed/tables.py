@@ -1,0 +1,60 @@
+"""Chapter 02's tables from the grid's results (Relaxed Recursive Transformers Fig. 6 / 7 / G.1-G.3, Table G.2,
+Tables 3 / J.1, Table I.1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pandas as pd
+
+from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
+
+__all__ = ["exit_table", "flat", "kd_long_table", "relax_table"]
+
+
+def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        row = {"name": r["name"], **r["variant"], "unique_params": r["params"]["unique"],
+               "non_embedding_params": r["params"]["non_embedding"], "tokens_per_s": r["train"]["tokens_per_s"]}
+        row.update({f"before {k}": v for k, v in r["before"].items()})
+        row.update({f"after {k}": v for k, v in r["after"].items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
+    """Fig. 6 / 7 / G.1-G.3 and Table G.2: every uptrained model without exits, before and after uptraining."""
+    df = flat(results)
+    sel = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1)]
+    cols = ["init", "rank", "lora_init", "prefix", "non_embedding_params", f"before ppl[{cfg.train_corpus}]",
+            *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
+    return sel[cols].sort_values(["init", "prefix", "lora_init", "rank"]).reset_index(drop=True)
+
+
+def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
+    """Tables 3 / J.1: static-exit NLL of every loop after each early-exit schedule, for both main models."""
+    df = flat(results)
+    mains = {m.name.rsplit("-s", 1)[0]: m for m in main_variants(cfg)}
+    rows = []
+    for r in df.itertuples():
+        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed, r.prefix)
+        base = dataclasses.replace(v, exit="none", phase="uptrain")
+        if base.name.rsplit("-s", 1)[0] not in mains or v.kd or v.steps_factor != 1:
+            continue
+        row = {"model": "recursive" if v.rank == 0 else f"relaxed r={v.rank}", "phase": v.phase, "exit": v.exit}
+        row.update({f"nll loop {j}": df.loc[r.Index, f"after nll_loop{j}"] for j in range(1, cfg.n_loops + 1)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
+    """Table I.1's rows: the main relaxed model plain, with distillation, and with longer uptraining."""
+    df = flat(results)
+    main = main_variants(cfg)[1]
+    sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == "svd")
+             & (df["phase"] == "uptrain") & (df["prefix"] == 0)]
+    cols = ["kd", "steps_factor", *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
+    return sel[cols].reset_index(drop=True)
