@@ -2,7 +2,7 @@
 launchers can choose, for sm_80 (A100) and sm_90 (H100), with each compiled kernel's registers, shared memory and
 register spills (issue 26; `cuobjdump -res-usage`, which ships in the triton wheel with ptxas).
 
-    python -m kernels.aot                     # all of it; writes benchmarks/results/aot_kernels.{csv,md}
+    python -m kernels.aot                     # all of it; writes benchmarks/results/aot.{csv,md}
     python -m kernels.aot --targets sm_90 --dtypes bf16 --no-write --jobs 1
 
 What is compiled, per target and dtype (fp16, bf16):
@@ -136,7 +136,8 @@ def _add(found: dict, kernel, label: str, variant: str, target: str, dtype: str,
             found[key].covers.append(cover)
 
 
-def tile_compiles(targets, dtypes, head_dims, found: dict) -> None:
+def tile_compiles(targets, dtypes, head_dims, found: dict, configs=None) -> None:
+    """The tile kernel's compiles; `configs` overrides the launcher's `tile_configs(head_dim)` (a test's baseline)."""
     from kernels.tiled_prefill import triton_ops as tile
 
     batch, heads, n = 32, 16, 512  # the paper's Table 2 shape (only divisibility by 16 reaches the compiler)
@@ -147,7 +148,7 @@ def tile_compiles(targets, dtypes, head_dims, found: dict) -> None:
                 acc = FakeTensor(_dtype("fp32"), batch, heads, n, head_dim)
                 stat = FakeTensor(_dtype("fp32"), batch, heads, n)
                 slopes = FakeTensor(_dtype("fp32"), heads)
-                for config in tile.tile_configs(head_dim):
+                for config in configs or tile.tile_configs(head_dim):
                     _, args, kwargs = tile.launch_args(q, q, q, acc, stat, stat, 33, 34, 32, 33, slopes, config)
                     _add(found, tile._update_tile_kernel, "update_tile", "", target, dtype, config.label,
                          {"head_dim": head_dim}, args, kwargs)
@@ -270,7 +271,7 @@ def write_tables(rows: list[dict], out_dir: Path, header: str) -> tuple[Path, Pa
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    csv_path, md_path = out_dir / "aot_kernels.csv", out_dir / "aot_kernels.md"
+    csv_path, md_path = out_dir / "aot.csv", out_dir / "aot.md"
     _write_atomic(csv_path, buffer.getvalue())
     _write_atomic(md_path, to_markdown(rows, header))
     return csv_path, md_path
@@ -291,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, nargs="+", default=list(RANKS))
     parser.add_argument("--d-models", type=int, nargs="+", default=list(D_MODELS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compiler processes (default: cores)")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="where aot_kernels.csv/.md go")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="where aot.csv/.md go")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
