@@ -40,9 +40,9 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 import torch
 
-from kernels.tiled_prefill import bench as prefill_bench
 from rlib import book, experiments
 from rlib.recurrent import grid, tables
+from rlib.recurrent import latency as prefill_bench
 from rlib.recurrent import plots as rt_plots
 from rlib.recurrent.layer import RTLayer
 from rlib.recurrent.tiled import tiled_forward

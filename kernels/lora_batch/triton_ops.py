@@ -77,10 +77,12 @@ class Segments(NamedTuple):
 
 
 def segments(depth: torch.Tensor, n_depths: int) -> Segments:
-    """Sort rows by depth on the device (no host synchronization)."""
-    groups = (depth.long() + 1).clamp(min=0)  # [N]
+    """Sort rows by depth on the device (no host synchronization, so a CUDA graph can capture it: `bincount` would
+    read the maximum back to size its output)."""
+    groups = (depth.long() + 1).clamp(min=0, max=n_depths)  # [N]
     order = torch.argsort(groups, stable=True).to(torch.int32)
-    counts = torch.bincount(groups, minlength=n_depths + 1)[: n_depths + 1]
+    counts = torch.zeros(n_depths + 1, dtype=torch.long, device=depth.device).scatter_add_(
+        0, groups, torch.ones_like(groups))  # [D + 1]
     starts = torch.cumsum(counts, 0) - counts
     return Segments(order, starts.to(torch.int32), counts.to(torch.int32))
 
