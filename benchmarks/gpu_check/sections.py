@@ -29,12 +29,14 @@ PAPER_TABLE2_MS = 38.85  # RT paper, Table 2: ms per layer at B = 32 with CUDA g
 # nominal memory bandwidth, TB/s (vendor data sheets), matched by substring of the lower-cased device name
 NOMINAL_TBPS = {"h100 80gb hbm3": 3.35, "h100 pcie": 2.0, "h100 nvl": 3.9, "h200": 4.8, "a100-sxm4-80gb": 2.039,
                 "a100-sxm4-40gb": 1.555, "a100 80gb pcie": 1.935}
-# (test file, -k selection on a GPU, -k selection in a dry run; None = not in a dry run): all of the kernel and
-# graph tests on a GPU (bf16 included there), a few quick ones under the interpreter
-GPU_TESTS = [("tests/test_tiled_prefill.py", "", "match_the_reference and shape1 and False and dtype0"),
-             ("tests/test_lora_batch.py", "", "rows_without_adapter and per_row"),
-             ("tests/test_recurrent_graphed.py", "", "refuses_a_cpu_layer or eager_tiled_prefill"),
-             ("tests/test_recurrent.py", "tiled_equals", None)]
+# (test file, -k selection on a GPU, in a dry run, in a dry run whose interpreter cannot run the kernels; None = none):
+# all of the kernel and graph tests on a GPU (bf16 included there), a few quick ones in a dry run
+GPU_TESTS = [("tests/test_tiled_prefill.py", "", "match_the_reference and shape2 and False and dtype0",
+              "bit_exactly and reference"),
+             ("tests/test_lora_batch.py", "", "rows_without_adapter and per_row", "three_pytorch_references"),
+             ("tests/test_recurrent_graphed.py", "", "refuses_a_cpu_layer or eager_tiled_prefill",
+              "refuses_a_cpu_layer or eager_tiled_prefill"),
+             ("tests/test_recurrent.py", "tiled_equals", None, None)]
 
 
 def nominal_bandwidth(device: str) -> float:
@@ -61,8 +63,8 @@ def tests(ctx: Context) -> dict[str, pd.DataFrame]:
     """One pytest process per file (a file stopped at the time cap loses only its own results)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rows = []
-    for path, gpu_selection, dry_selection in GPU_TESTS:
-        selection = dry_selection if ctx.dry_run else gpu_selection
+    for path, gpu_selection, dry_selection, dry_no_triton in GPU_TESTS:
+        selection = gpu_selection if not ctx.dry_run else dry_selection if ctx.triton else dry_no_triton
         if selection is None:
             continue
         report = ctx.folder / ".pytest.xml"
@@ -80,7 +82,11 @@ def tests(ctx: Context) -> dict[str, pd.DataFrame]:
         else:
             rows.append({"file": path, "test": "", "outcome": "not run (time cap or pytest error)",
                          "seconds": float("nan"), "message": ""})
-    return {"": pd.DataFrame(rows)}
+    table = pd.DataFrame(rows)
+    bad = int((~table["outcome"].isin(["passed", "skipped"])).sum())
+    if bad:
+        ctx.failures.append(f"{bad} of {len(table)} tests failed or did not run")
+    return {"": table}
 
 
 def _predicted(history: dict, key: tuple, n: int, exponent: float) -> float:
@@ -114,7 +120,7 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     name = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
     rows, history = [], {}
     for n in lengths:
-        for mode in MODES:
+        for mode in [m for m in MODES if ctx.triton or m != "tiled-triton"]:
             for graph in graphs:
                 key = (mode, graph)
                 row = {"n": n, "mode": mode, "cuda_graph": graph, "batch": batch, "d_model": d_model, "heads": heads,
@@ -145,17 +151,17 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     copy_bps = copy_bandwidth(dev, 4 if ctx.dry_run else 1024)
     nominal = nominal_bandwidth(name)
     element = torch.tensor([], dtype=torch_dtype).element_size()
-    band = []
+    band, impl = [], "triton" if ctx.triton else "reference"
     for n in lengths:
         for graph in graphs:
             moved = batch * heads * tile_bytes(n, d_model // heads, element)
-            row = {"n": n, "impl": "triton", "cuda_graph": graph, "seconds": float("nan"), "bytes": moved, "note": ""}
+            row = {"n": n, "impl": impl, "cuda_graph": graph, "seconds": float("nan"), "bytes": moved, "note": ""}
             need = _predicted(history, ("tiles", graph), n, 1.2)
             if need > ctx.time_left():
                 row["note"] = "skipped: section time cap"
             else:
                 wall = time.perf_counter()
-                row["seconds"] = time_tile_updates(n, d_model, heads, batch, dev, torch_dtype, "triton", repeats, graph)
+                row["seconds"] = time_tile_updates(n, d_model, heads, batch, dev, torch_dtype, impl, repeats, graph)
                 history[("tiles", graph)] = (n, time.perf_counter() - wall)
             band.append(row)
     bandwidth = pd.DataFrame(band)
@@ -188,8 +194,8 @@ def lora(ctx: Context) -> dict[str, pd.DataFrame]:
                                  "note": "skipped: section time cap"})
                     continue
                 x, w, a, b, depth = case(d, d, rank, n, n_depths, dtype, ctx.device)
-                impls = implementations(x, w, a, b, depth, rank, with_triton=True)
-                for impl in LORA_IMPLS:
+                impls = implementations(x, w, a, b, depth, rank, with_triton=ctx.triton)
+                for impl in [i for i in LORA_IMPLS if i in impls]:
                     rows.append({"d": d, "rank": rank, "batch": n, "impl": impl, "depths": n_depths,
                                  "dtype": str(dtype).removeprefix("torch."),
                                  "us": time_call(impls[impl], ctx.device, repeats) * 1e6, "note": ""})
@@ -198,6 +204,8 @@ def lora(ctx: Context) -> dict[str, pd.DataFrame]:
     timed = table[table["impl"] != ""]
     wide = timed.pivot_table(index=["d", "rank", "batch"], columns="impl", values="us").reset_index()
     triton_cols = [c for c in LORA_IMPLS if c.startswith("triton") and c in wide.columns]
+    if not triton_cols:  # a dry run whose interpreter cannot run the kernels
+        return {"": table}
     wide["best_triton"] = wide[triton_cols].idxmin(axis=1)
     best = wide[triton_cols].min(axis=1)
     wide["ratio_to_base"] = best / wide["base"]
