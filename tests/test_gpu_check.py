@@ -76,3 +76,47 @@ def test_folder_names_are_device_date_commit():
     from benchmarks.gpu_check.runner import folder_name
 
     assert folder_name("NVIDIA H100 80GB HBM3", "2026-11-25", "1e4dcc3") == "nvidia-h100-80gb-hbm3-2026-11-25-1e4dcc3"
+
+
+def _fake_run(folder, sections, commit="abc1234"):
+    """A finished run of `sections` (what the runner leaves in its staging folder)."""
+    folder.mkdir(parents=True)
+    meta = {"device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "dry_run": False, "date": "2026-12-01",
+            "commit": commit, "torch": "2.11.0", "triton": "3.6.0",
+            "sections": [{"section": s, "status": "ok", "seconds": 10.0, "budget_s": 60, "notes": []}
+                         for s in sections]}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    if "prefill" in sections:
+        pd.DataFrame([{"n": 512, "mode": "tiled-triton", "cuda_graph": True, "batch": 32, "ms_per_layer": 30.0,
+                       "speedup_vs_naive_eager": 25.0, "seconds": 0.03}]).to_csv(folder / "prefill.csv", index=False)
+    if "tests" in sections:
+        pd.DataFrame([{"file": "t", "test": "x", "outcome": "passed", "seconds": 1.0, "message": ""}]).to_csv(
+            folder / "tests.csv", index=False)
+    return folder
+
+
+def test_two_only_runs_merge_into_one_folder_and_archives_unpack(tmp_path):
+    """The lent machine's 10-minute commands: `--only prefill`, then `--only tests ...`, merged per folder."""
+    from benchmarks.gpu_check import folders, sections
+    from benchmarks.gpu_check.runner import main
+
+    order = list(sections.SECTIONS)
+    final = tmp_path / "results" / "nvidia-h100-80gb-hbm3-2026-12-01-abc1234"
+    folders.place(_fake_run(tmp_path / "a", ["prefill"]), final, order)
+    folders.place(_fake_run(tmp_path / "b", ["tests"]), final, order)
+    meta = json.loads((final / "meta.json").read_text())
+    assert [s["section"] for s in meta["sections"]] == ["tests", "prefill"]
+    assert {p.name for p in final.glob("*.csv")} == {"prefill.csv", "tests.csv", "summary.csv"}
+    assert set(pd.read_csv(final / "summary.csv")["section"]) == {"tests", "prefill"}
+    folders.place(_fake_run(tmp_path / "c", ["tests"], commit="def5678"), final, order)  # another commit: replaced
+    assert not (final / "prefill.csv").exists()
+    # archives (what `--archive` brings back) unpack and merge the same way
+    for name, only in (("p", ["prefill"]), ("t", ["tests"])):
+        run = _fake_run(tmp_path / name / "nvidia-h100-80gb-hbm3-2026-12-01-abc1234", only)
+        with tarfile.open(tmp_path / f"{name}.tgz", "w:gz") as tar:
+            tar.add(run, arcname=run.name)
+    assert main(["--unpack", str(tmp_path / "p.tgz"), str(tmp_path / "t.tgz"), "--out", str(tmp_path / "gpu")]) == 0
+    (merged,) = (tmp_path / "gpu").iterdir()
+    assert {p.name for p in merged.glob("*.csv")} == {"prefill.csv", "tests.csv", "summary.csv"}
+    with pytest.raises(FileNotFoundError, match="no such archive"):
+        folders.unpack(tmp_path / "missing.tgz", tmp_path / "gpu", order)
