@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help env browser assets book smoke test lint report promote lab check clean
+.PHONY: help env browser assets book smoke test lint report promote lab check clean gpu-check gpu-check-dry aot
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -44,6 +44,18 @@ promote: env  ## copy runs/PROFILE artifacts into figures/ (default cpu)
 
 lab: env  ## JupyterLab: open notebooks/*.py as notebooks (jupytext)
 	.venv/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# the lent GPU machine has no .venv (its python3 holds torch, triton, transformers): use whichever is here
+GPU_PY := $(shell test -x .venv/bin/python && echo .venv/bin/python || echo python3)
+
+gpu-check:  ## on a GPU (<= 20 min): kernels, RT prefill, LoRA batch, end-to-end -> benchmarks/results/gpu/ (ARGS=...)
+	$(GPU_PY) -m benchmarks.gpu_check $(ARGS)
+
+gpu-check-dry:  ## gpu-check on CPU: tiny shapes, Triton interpreted (< 2 min; CI runs it as a test)
+	$(GPU_PY) -m benchmarks.gpu_check --dry-run $(ARGS)
+
+aot:  ## compile both Triton kernels for sm_80/sm_90 -> benchmarks/results/aot.{csv,md} (CI checks it)
+	$(GPU_PY) -m kernels.aot
 
 clean:  ## remove runs/ (keeps the venv and the asset cache)
 	rm -rf runs/

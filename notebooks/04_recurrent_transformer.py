@@ -40,10 +40,10 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 import torch
 
-from kernels.tiled_prefill import bench as prefill_bench
 from rlib import book
 from rlib import experiments as grid
 from rlib.recurrent import claims, config, experiments, plots, tables
+from rlib.recurrent import latency as prefill_bench
 from rlib.recurrent.layer import RTLayer
 from rlib.recurrent.tiled import tiled_forward
 

@@ -37,7 +37,7 @@ SHAPES = {"q/o 2048x2048": (2048, 2048), "k/v 2048->256": (2048, 256), "ffn up 2
           "ffn down 16384->2048": (16384, 2048)}
 
 
-def _time(fn, device: str, repeats: int) -> float:
+def time_call(fn, device: str, repeats: int) -> float:
     """Median seconds per call (CUDA events via triton.testing.do_bench on a GPU)."""
     if device == "cuda":
         from triton.testing import do_bench
@@ -89,7 +89,7 @@ def run(ranks: list[int], tokens: list[int], shapes: list[str], n_depths: int, d
             for n in tokens:
                 x, w, a, b, d = case(k, m, rank, n, n_depths, dtype, device)
                 impls = implementations(x, w, a, b, d, rank, triton_ok)
-                times = {name: _time(fn, device, repeats) for name, fn in impls.items()}
+                times = {name: time_call(fn, device, repeats) for name, fn in impls.items()}
                 for name, seconds in times.items():
                     rows.append({"shape": shape, "k": k, "m": m, "rank": rank, "tokens": n, "depths": n_depths,
                                  "dtype": str(dtype).removeprefix("torch."), "impl": name, "us": seconds * 1e6,

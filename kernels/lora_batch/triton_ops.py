@@ -11,6 +11,13 @@ per_row     one row per program, vector products (BGMV-style): no sort, best whe
 The expand can fuse the base GEMM (Y = X W^T + bias + the update, one pass over each output tile, rows without an
 adapter included); without fusion it adds into a Y that `F.linear` (cuBLAS) computed. Accumulation is fp32.
 
+Launch configurations: `lora_config` picks the segmented kernels' configuration from `SEGMENTED_CONFIGS` by the
+number of rows only (a 16-row tile for a handful of tokens, 64 rows on 8 warps otherwise); the per-row kernels have
+one (`PER_ROW_CONFIG`). The output, reduction and rank steps are 64 wide whatever the shapes (masked lanes load
+nothing), so a rank-8 adapter and a rank-512 one run the same compiled kernel (rank > 64 loops in steps of 64).
+`python -m kernels.aot` compiles every configuration for sm_80 and sm_90 and checks registers, spills and shared
+memory. Whether a bias is added is a run-time flag, not a compile-time one.
+
 Under TRITON_INTERPRET=1 (CPU) bf16 arithmetic is wrong in the interpreter; the kernels upcast tiles to fp32 on
 load when `UPCAST` is set, which the launcher does for bf16 there.
 """
@@ -28,6 +35,39 @@ import triton.language as tl
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+class LoraConfig(NamedTuple):
+    """One launch configuration of the four kernels."""
+
+    block_m: int  # rows per program (segmented kernels; 1 for the per-row ones)
+    block_n: int  # output columns per program (expand)
+    block_k: int  # reduction step over the input features
+    block_r: int  # rank step
+    num_warps: int
+    num_stages: int
+
+    @property
+    def label(self) -> str:
+        return (f"BM{self.block_m} BN{self.block_n} BK{self.block_k} BR{self.block_r} w{self.num_warps} "
+                f"s{self.num_stages}")
+
+
+SEGMENTED_CONFIGS = (LoraConfig(16, 64, 64, 64, 4, 2), LoraConfig(64, 64, 64, 64, 8, 2))
+PER_ROW_CONFIG = LoraConfig(1, 64, 64, 64, 4, 2)
+
+
+def lora_config(n_rows: int, variant: str = "segmented") -> LoraConfig:
+    """The configuration of a call on `n_rows` rows (see `lora_configs`)."""
+    if variant == "per_row":
+        return PER_ROW_CONFIG
+    small, large = SEGMENTED_CONFIGS
+    return small if n_rows <= small.block_m else large
+
+
+def lora_configs(variant: str) -> tuple[LoraConfig, ...]:
+    """Every configuration `lora_config` can return for `variant` (what `kernels.aot` compiles)."""
+    return SEGMENTED_CONFIGS if variant == "segmented" else (PER_ROW_CONFIG,)
+
+
 class Segments(NamedTuple):
     """Rows grouped by depth: group 0 = no adapter (depth -1), group d + 1 = depth d."""
 
@@ -37,10 +77,12 @@ class Segments(NamedTuple):
 
 
 def segments(depth: torch.Tensor, n_depths: int) -> Segments:
-    """Sort rows by depth on the device (no host synchronization)."""
-    groups = (depth.long() + 1).clamp(min=0)  # [N]
+    """Sort rows by depth on the device (no host synchronization, so a CUDA graph can capture it: `bincount` would
+    read the maximum back to size its output)."""
+    groups = (depth.long() + 1).clamp(min=0, max=n_depths)  # [N]
     order = torch.argsort(groups, stable=True).to(torch.int32)
-    counts = torch.bincount(groups, minlength=n_depths + 1)[: n_depths + 1]
+    counts = torch.zeros(n_depths + 1, dtype=torch.long, device=depth.device).scatter_add_(
+        0, groups, torch.ones_like(groups))  # [D + 1]
     starts = torch.cumsum(counts, 0) - counts
     return Segments(order, starts.to(torch.int32), counts.to(torch.int32))
 
@@ -90,11 +132,11 @@ def _shrink_segmented(x_ptr, a_ptr, s_ptr, order_ptr, starts_ptr, counts_ptr, K,
                  mask=mask_m[:, None] & mask_r[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["has_bias"])
 def _expand_segmented(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, order_ptr, starts_ptr, counts_ptr, K, M, R, scale,
-                      stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
+                      has_bias, stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
                       stride_bd, stride_bm, stride_br, stride_yn, stride_ym,
-                      FUSE_BASE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      FUSE_BASE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, UPCAST: tl.constexpr):
     group = tl.program_id(0) + (0 if FUSE_BASE else 1)  # with a fused base, group 0 (no adapter) needs Y too
     depth = group - 1
@@ -109,7 +151,7 @@ def _expand_segmented(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, order_ptr, st
         if FUSE_BASE:
             acc = _rows_times_t(tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), x_ptr, rows, mask_m, stride_xn,
                                 stride_xk, w_ptr, offs_n, mask_n, stride_wm, stride_wk, K, BLOCK_K, UPCAST)
-            if HAS_BIAS:
+            if has_bias != 0:
                 acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
         else:
             acc = tl.load(y_ptrs, mask=mask_y, other=0.0).to(tl.float32)
@@ -148,11 +190,11 @@ def _shrink_per_row(x_ptr, a_ptr, s_ptr, depth_ptr, K, R, stride_xn, stride_xk, 
         tl.store(s_ptr + row * stride_sn + offs_r * stride_sr, acc, mask=mask_r)
 
 
-@triton.jit
-def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M, R, scale,
+@triton.jit(do_not_specialize=["has_bias"])
+def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M, R, scale, has_bias,
                     stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
                     stride_bd, stride_bm, stride_br, stride_yn, stride_ym,
-                    FUSE_BASE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    FUSE_BASE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     BLOCK_R: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     depth = tl.load(depth_ptr + row)
@@ -168,7 +210,7 @@ def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M
             w = tl.load(w_ptr + offs_n[:, None] * stride_wm + offs_k[None, :] * stride_wk,
                         mask=mask_n[:, None] & mask_k[None, :], other=0.0).to(tl.float32)  # [BN, BK]
             acc += tl.sum(w * x[None, :], axis=1)
-        if HAS_BIAS:
+        if has_bias != 0:
             acc += tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     else:
         acc = tl.load(y_ptrs, mask=mask_n, other=0.0).to(tl.float32)
@@ -183,22 +225,59 @@ def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_n)
 
 
-def _block(n: int, lo: int = 16, hi: int = 64) -> int:
-    return max(lo, min(hi, triton.next_power_of_2(max(1, n))))
+Launch = tuple  # (kernel, grid, args, kwargs)
+
+
+def launches(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, depth: torch.Tensor,
+             seg: Segments | None, shrunk: torch.Tensor, y: torch.Tensor, bias: torch.Tensor | None, scale: float,
+             variant: str, fuse_base: bool, config: LoraConfig) -> list[Launch]:
+    """The shrink and the expand launch, as (kernel, grid, args, kwargs); `seg` is needed by the segmented variant.
+    Pure bookkeeping (shapes and strides only), shared by `lora_batch_triton` and `kernels.aot`."""
+    n, k = x.shape
+    m = weight.shape[0]
+    n_depths, r = lora_a.shape[:2]
+    upcast = INTERPRET and x.dtype == torch.bfloat16
+    bias_arg = bias if bias is not None else y  # a valid pointer; never read without a bias
+    common = (x.stride(0), x.stride(1), *weight.stride(), *shrunk.stride(), *lora_b.stride(), *y.stride())
+    warps = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    if variant == "segmented":
+        n_tiles = triton.cdiv(n, config.block_m)
+        groups = n_depths + 1 if fuse_base else n_depths
+        return [
+            (_shrink_segmented, (n_depths, n_tiles, triton.cdiv(r, config.block_r)),
+             (x, lora_a, shrunk, seg.order, seg.starts, seg.counts, k, r, x.stride(0), x.stride(1), *lora_a.stride(),
+              *shrunk.stride()),
+             {"BLOCK_M": config.block_m, "BLOCK_R": config.block_r, "BLOCK_K": config.block_k, "UPCAST": upcast,
+              **warps}),
+            (_expand_segmented, (groups, n_tiles, triton.cdiv(m, config.block_n)),
+             (x, weight, bias_arg, shrunk, lora_b, y, seg.order, seg.starts, seg.counts, k, m, r, float(scale),
+              int(bias is not None), *common),
+             {"FUSE_BASE": fuse_base, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
+              "BLOCK_K": config.block_k, "BLOCK_R": config.block_r, "UPCAST": upcast, **warps})]
+    return [
+        (_shrink_per_row, (n, triton.cdiv(r, config.block_r)),
+         (x, lora_a, shrunk, depth, k, r, x.stride(0), x.stride(1), *lora_a.stride(), *shrunk.stride()),
+         {"BLOCK_R": config.block_r, "BLOCK_K": config.block_k, **warps}),
+        (_expand_per_row, (n, triton.cdiv(m, config.block_n)),
+         (x, weight, bias_arg, shrunk, lora_b, y, depth, k, m, r, float(scale), int(bias is not None), *common),
+         {"FUSE_BASE": fuse_base, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k, "BLOCK_R": config.block_r,
+          **warps})]
 
 
 def lora_batch_triton(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor,
                       depth: torch.Tensor, bias: torch.Tensor | None = None, scale: float = 1.0,
                       variant: str = "segmented", fuse_base: bool = False,
-                      block_m: int | None = None) -> torch.Tensor:
-    """Y [N, M] = X W^T + bias + scale * B[d] A[d] X per row (see the module docstring for the schedules)."""
+                      config: LoraConfig | None = None) -> torch.Tensor:
+    """Y [N, M] = X W^T + bias + scale * B[d] A[d] X per row (see the module docstring for the schedules).
+
+    No host synchronization: with fixed shapes the call can be captured in a CUDA graph and replayed with another
+    depth mix written into `depth` (the grid covers every row in every depth group)."""
     if variant not in ("segmented", "per_row"):
         raise ValueError(f"variant={variant!r}: use 'segmented' or 'per_row'")
-    n, k = x.shape
+    n = x.shape[0]
     m = weight.shape[0]
     n_depths, r = lora_a.shape[:2]
     depth = depth.to(device=x.device, dtype=torch.int32).contiguous()
-    upcast = INTERPRET and x.dtype == torch.bfloat16
     if fuse_base:
         y = torch.empty((n, m), device=x.device, dtype=x.dtype)
     else:
@@ -206,28 +285,8 @@ def lora_batch_triton(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tenso
     if n == 0:
         return y
     shrunk = torch.zeros((n, r), device=x.device, dtype=torch.float32)  # [N, R]
-    bias_arg = bias if bias is not None else y  # a valid pointer; never read when HAS_BIAS is False
-    block_r, block_k, block_n = _block(r), _block(k, hi=64), _block(m, hi=64)
-    if variant == "segmented":
-        seg = segments(depth, n_depths)
-        bm = block_m or _block(n, hi=64)
-        n_tiles = triton.cdiv(n, bm)
-        _shrink_segmented[(n_depths, n_tiles, triton.cdiv(r, block_r))](
-            x, lora_a, shrunk, seg.order, seg.starts, seg.counts, k, r,
-            x.stride(0), x.stride(1), *lora_a.stride(), *shrunk.stride(),
-            BLOCK_M=bm, BLOCK_R=block_r, BLOCK_K=block_k, UPCAST=upcast)
-        groups = n_depths + 1 if fuse_base else n_depths
-        _expand_segmented[(groups, n_tiles, triton.cdiv(m, block_n))](
-            x, weight, bias_arg, shrunk, lora_b, y, seg.order, seg.starts, seg.counts, k, m, r, float(scale),
-            x.stride(0), x.stride(1), *weight.stride(), *shrunk.stride(), *lora_b.stride(), *y.stride(),
-            FUSE_BASE=fuse_base, HAS_BIAS=bias is not None, BLOCK_M=bm, BLOCK_N=block_n, BLOCK_K=block_k,
-            BLOCK_R=block_r, UPCAST=upcast)
-    else:
-        _shrink_per_row[(n, triton.cdiv(r, block_r))](
-            x, lora_a, shrunk, depth, k, r, x.stride(0), x.stride(1), *lora_a.stride(), *shrunk.stride(),
-            BLOCK_R=block_r, BLOCK_K=block_k)
-        _expand_per_row[(n, triton.cdiv(m, block_n))](
-            x, weight, bias_arg, shrunk, lora_b, y, depth, k, m, r, float(scale),
-            x.stride(0), x.stride(1), *weight.stride(), *shrunk.stride(), *lora_b.stride(), *y.stride(),
-            FUSE_BASE=fuse_base, HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k, BLOCK_R=block_r)
+    seg = segments(depth, n_depths) if variant == "segmented" else None
+    for kernel, grid, args, kwargs in launches(x, weight, lora_a, lora_b, depth, seg, shrunk, y, bias, scale, variant,
+                                               fuse_base, config or lora_config(n, variant)):
+        kernel[grid](*args, **kwargs)
     return y

@@ -1,22 +1,17 @@
-"""Latency of one layer's prefill vs sequence length (paper 002, Fig. 4 analog): the naive per-position loop,
-the tiled schedule with PyTorch tiles, the tiled schedule with the Triton kernel (CUDA only: the interpreter
-times Python), and a standard Transformer layer of the same shape. Forward only, no autograd, median of
-`--repeats` after one warm-up; ratios are taken within this one run.
+"""Benchmark of the UpdateTile step alone (paper 002, Sec. 5-6): every tile update of one layer's schedule on random
+inputs, PyTorch tiles vs the Triton kernel, eager or replayed from one CUDA graph, and the bytes the updates must move
+per second against a measured device-to-device copy: the achieved fraction of usable memory bandwidth.
 
-Two GPU extras (the paper's Table 2 and its bandwidth question):
+The whole layer (the per-position MLP and projections around the tiles, the naive loop, the Transformer layer) is
+timed by `rlib.recurrent.latency`, which builds the layer; this module imports nothing from `rlib`.
 
-    --cuda-graphs    also time each mode replayed from one captured CUDA graph (Table 2: with vs without graphs);
-                     a mode that cannot be captured gets NaN and the reason, not a crash
-    --tile-updates   time the tile updates alone (every UpdateTile of the schedule on random inputs) and report the
-                     bytes they must move per second, against a measured device-to-device copy: the achieved
-                     fraction of usable memory bandwidth
-
-    python -m kernels.tiled_prefill.bench --lengths 256 1024 4096 --out benchmarks/results/tiled_prefill_cpu.csv
+    python -m kernels.tiled_prefill.bench --lengths 512 2048 --d-model 1024 --heads 16 --batch 32 --dtype bf16
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -25,9 +20,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from kernels.tiled_prefill.reference import tile_traffic, tiles
+from kernels.tiled_prefill import update_tile
+from kernels.tiled_prefill.reference import tiles
 
-MODES = ("naive", "tiled-reference", "tiled-triton", "transformer")
+__all__ = ["DTYPES", "copy_bandwidth", "graphed", "parse_shape_args", "shape_parser", "tile_bytes", "tile_update_table",
+           "time_tile_updates", "timed", "write_table"]
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def _sync(device: torch.device) -> None:
@@ -35,33 +34,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_layer(mode: str, n: int, d_model: int, heads: int, batch: int, device: torch.device, dtype: torch.dtype,
-               repeats: int, cuda_graph: bool = False) -> float:
-    """Median seconds of one forward of one layer over `n` positions (replayed from a CUDA graph if asked)."""
-    from rlib.recurrent.config import RTConfig
-    from rlib.recurrent.layer import RTLayer
-    from rlib.recurrent.naive import naive_layer
-    from rlib.recurrent.tiled import tiled_forward
-
-    block = "transformer" if mode == "transformer" else "recurrent"
-    layer = RTLayer(RTConfig(vocab_size=8, d_model=d_model, n_layers=1, n_heads=heads, block=block))
-    layer = layer.to(device, dtype).eval()
-    x = torch.randn(batch, n, d_model, device=device, dtype=dtype)
-    positions = torch.arange(n, device=device)
-
-    def once() -> None:
-        if mode == "naive":
-            naive_layer(layer, x, positions, cache="preallocated")
-        elif mode == "transformer":
-            layer.transformer_forward(x, positions)
-        else:
-            tiled_forward(layer, x, positions, impl=mode.split("-")[1])
-
-    with torch.no_grad():  # the first call warms up (and compiles the kernel)
-        return _timed(graphed(once, device) if cuda_graph else once, device, repeats)
-
-
-def _timed(fn, device: torch.device, repeats: int) -> float:
+def timed(fn, device: torch.device, repeats: int) -> float:
     """Median seconds of fn() over `repeats` calls after one warm-up."""
     times = []
     for i in range(repeats + 1):
@@ -99,10 +72,8 @@ def tile_bytes(n: int, head_dim: int, element_size: int, accumulator_size: int =
 
 
 def time_tile_updates(n: int, d_model: int, heads: int, batch: int, device: torch.device, dtype: torch.dtype,
-                      impl: str, repeats: int) -> float:
+                      impl: str, repeats: int, cuda_graph: bool = False) -> float:
     """Median seconds of every UpdateTile of the schedule for N = n on random inputs (no layer around them)."""
-    from kernels.tiled_prefill import update_tile
-
     head_dim = d_model // heads
     gen = torch.Generator(device="cpu").manual_seed(0)
     q, k, v = (torch.randn(batch, heads, n, head_dim, generator=gen).to(device, dtype) for _ in range(3))
@@ -116,102 +87,90 @@ def time_tile_updates(n: int, d_model: int, heads: int, batch: int, device: torc
             update_tile(q, k, v, acc, m, den, q0, q1, k0, k1, impl=impl)
 
     with torch.no_grad():
-        return _timed(once, device, repeats)
+        return timed(graphed(once, device) if cuda_graph else once, device, repeats)
 
 
 def copy_bandwidth(device: torch.device, megabytes: int = 256, repeats: int = 5) -> float:
     """Bytes per second of a large device-to-device copy (read + write): the usable bandwidth reference."""
     src = torch.empty(megabytes * 2**20 // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    seconds = _timed(lambda: dst.copy_(src), device, repeats)
+    seconds = timed(lambda: dst.copy_(src), device, repeats)
     return 2 * src.numel() * src.element_size() / seconds
 
 
 def tile_update_table(lengths: list[int], d_model: int, heads: int, batch: int, device: str, dtype: str,
-                      repeats: int, impls: list[str]) -> pd.DataFrame:
-    """Per N and implementation: seconds of the tile updates, GB/s they must move, fraction of the copy bandwidth."""
+                      repeats: int, impls: list[str], cuda_graphs: bool = False, copy_megabytes: int = 256,
+                      log=print) -> pd.DataFrame:
+    """Per N, implementation and graph setting: seconds of the tile updates, GB/s they must move, and the fraction
+    of the measured copy bandwidth."""
     dev = torch.device(device)
-    torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    reference_bps = copy_bandwidth(dev)
+    torch_dtype = DTYPES[dtype]
+    if cuda_graphs and dev.type != "cuda":
+        log("cuda graphs need CUDA: skipped")
+        cuda_graphs = False
+    reference_bps = copy_bandwidth(dev, copy_megabytes)
+    element_size = torch.tensor([], dtype=torch_dtype).element_size()
     rows = []
     for n in lengths:
+        moved = batch * heads * tile_bytes(n, d_model // heads, element_size)
         for impl in impls:
-            seconds = time_tile_updates(n, d_model, heads, batch, dev, torch_dtype, impl, repeats)
-            moved = batch * heads * tile_bytes(n, d_model // heads, torch.tensor([], dtype=torch_dtype).element_size())
-            rows.append({"n": n, "impl": impl, "seconds": seconds, "gb_per_s": moved / seconds / 1e9,
-                         "copy_gb_per_s": reference_bps / 1e9, "fraction_of_copy": moved / seconds / reference_bps,
-                         "d_model": d_model, "heads": heads, "batch": batch, "dtype": dtype})
-            print(f"tile updates n={n:>6} {impl:<10} {seconds * 1e3:10.2f} ms  {moved / seconds / 1e9:8.1f} GB/s "
-                  f"({100 * moved / seconds / reference_bps:.0f} % of copy)", file=sys.stderr)
+            for graph in (False, True) if cuda_graphs else (False,):
+                seconds = time_tile_updates(n, d_model, heads, batch, dev, torch_dtype, impl, repeats, graph)
+                rows.append({"n": n, "impl": impl, "cuda_graph": graph, "seconds": seconds,
+                             "gb_per_s": moved / seconds / 1e9, "copy_gb_per_s": reference_bps / 1e9,
+                             "fraction_of_copy": moved / seconds / reference_bps, "d_model": d_model, "heads": heads,
+                             "batch": batch, "dtype": dtype})
+                log(f"tile updates n={n:>6} {impl:<10}{' (graph)' if graph else '':8} {seconds * 1e3:10.2f} ms  "
+                    f"{moved / seconds / 1e9:8.1f} GB/s ({100 * moved / seconds / reference_bps:.0f} % of copy)")
     return pd.DataFrame(rows)
 
 
-def run(lengths: list[int], d_model: int, heads: int, batch: int, device: str, dtype: str, repeats: int,
-        modes: list[str], cuda_graphs: bool = False) -> pd.DataFrame:
-    dev = torch.device(device)
-    torch_dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    if "tiled-triton" in modes and dev.type != "cuda":
-        print("tiled-triton needs CUDA (the CPU interpreter would time Python): skipped", file=sys.stderr)
-        modes = [m for m in modes if m != "tiled-triton"]
-    if cuda_graphs and dev.type != "cuda":
-        print("--cuda-graphs needs CUDA: skipped", file=sys.stderr)
-        cuda_graphs = False
-    rows = []
-    for n in lengths:
-        for mode in modes:
-            for graph in (False, True) if cuda_graphs else (False,):
-                try:
-                    seconds, note = time_layer(mode, n, d_model, heads, batch, dev, torch_dtype, repeats, graph), ""
-                except RuntimeError as error:  # a mode whose Python control flow cannot be captured
-                    seconds, note = float("nan"), str(error).splitlines()[0][:200]
-                rows.append({"n": n, "mode": mode, "cuda_graph": graph, "seconds": seconds,
-                             "tokens_per_s": batch * n / seconds, "d_model": d_model, "heads": heads, "batch": batch,
-                             "dtype": dtype, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-                             "threads": torch.get_num_threads(), "note": note})
-                label = f"{mode}{' (graph)' if graph else ''}"
-                print(f"n={n:>6} {label:<24} {seconds * 1e3:10.1f} ms {note}", file=sys.stderr)
-    table = pd.DataFrame(rows)
-    naive = table[(table["mode"] == "naive") & ~table["cuda_graph"]].set_index("n")["seconds"]
-    table["speedup_vs_naive"] = [naive.get(n, float("nan")) / s for n, s in zip(table["n"], table["seconds"])]
-    head_dim = d_model // heads
-    table["naive_elements"] = [tile_traffic(n, head_dim, "naive")["elements"] for n in table["n"]]
-    table["tiled_elements"] = [tile_traffic(n, head_dim, "tiled")["elements"] for n in table["n"]]
-    return table
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def shape_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a prefill benchmark: lengths, one layer's shape, device, dtype, repeats, graphs, output."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
+    parser.add_argument("--dtype", default="fp32", choices=list(DTYPES))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--cuda-graphs", action="store_true", help="also time every mode replayed from a CUDA graph")
-    parser.add_argument("--tile-updates", nargs="*", default=None, choices=["reference", "triton"],
-                        help="also time the tile updates alone with these implementations (bandwidth table)")
+    parser.add_argument("--cuda-graphs", action="store_true", help="also time each case replayed from a CUDA graph")
     parser.add_argument("--out", type=Path, default=None, help="CSV to write (folders are created)")
+    return parser
+
+
+def parse_shape_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     bad = [n for n in args.lengths if n < 1]
     if bad:
         parser.error(f"--lengths {bad}: every length must be >= 1")
-    table = run(args.lengths, args.d_model, args.heads, args.batch, args.device, args.dtype, args.repeats,
-                args.modes, args.cuda_graphs)
-    print(table.pivot_table(index="n", columns=["mode", "cuda_graph"], values="speedup_vs_naive").round(2).to_string())
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.out, index=False)
-        print(f"wrote {args.out}")
-    if args.tile_updates:
-        updates = tile_update_table(args.lengths, args.d_model, args.heads, args.batch, args.device, args.dtype,
-                                    args.repeats, args.tile_updates)
-        print(updates[["n", "impl", "seconds", "gb_per_s", "fraction_of_copy"]].round(3).to_string(index=False))
-        if args.out:
-            path = args.out.with_name(args.out.stem + "_tile_updates.csv")
-            updates.to_csv(path, index=False)
-            print(f"wrote {path}")
+    return args
+
+
+def write_table(table: pd.DataFrame, out: Path | None) -> None:
+    """The table as CSV at `out` (folders created; written under a temporary name, then renamed), if given."""
+    if out is None:
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    table.to_csv(tmp, index=False)
+    os.replace(tmp, out)
+    print(f"wrote {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = shape_parser(__doc__.splitlines()[0])
+    parser.add_argument("--impls", nargs="+", default=["reference", "triton"], choices=["reference", "triton"])
+    args = parse_shape_args(parser, argv)
+    impls = args.impls
+    if "triton" in impls and args.device == "cpu":
+        print("triton needs CUDA (the CPU interpreter would time Python): skipped", file=sys.stderr)
+        impls = [i for i in impls if i != "triton"]
+    table = tile_update_table(args.lengths, args.d_model, args.heads, args.batch, args.device, args.dtype,
+                              args.repeats, impls, args.cuda_graphs, log=lambda line: print(line, file=sys.stderr))
+    print(table[["n", "impl", "cuda_graph", "seconds", "gb_per_s", "fraction_of_copy"]].round(4).to_string(index=False))
+    write_table(table, args.out)
     return 0
 
 

@@ -3,7 +3,14 @@
 One program takes BLOCK_M query rows of one (batch, head) and streams the tile's keys and values in blocks of
 BLOCK_N, keeping the online-softmax state (acc, m, l) in fp32 registers, then writes it back once. A tile has
 T = lowbit(s) keys: half of all tiles have a single key and 15/16 have at most 8, so the blocks are masked
-16-wide minimum (`tl.dot` needs 16) and the launcher sizes them to the tile. fp32 inputs use IEEE products
+16-wide minimum (`tl.dot` needs 16) and the launcher sizes them to the tile.
+
+Launch configurations: `tile_config` picks one of `tile_configs(head_dim)` (blocks of 16, 32 or 64 rows and keys;
+at head dim >= 128 the 64-wide tile runs on 8 warps, whose 128 registers a thread leave room, where 4 warps sit at
+the 255-register ceiling). `python -m kernels.aot` compiles every one of them for sm_80 and sm_90 and checks
+registers, spills and shared memory. The tile coordinates, head counts and the statistics' strides are not
+specialized (`do_not_specialize`) and ALiBi is a run-time flag, so one compiled kernel per configuration serves
+every tile of the schedule, with or without ALiBi. fp32 inputs use IEEE products
 (no TF32), so the kernel can be checked against the reference at 1e-5; fp16/bf16 inputs use the tensor cores
 with fp32 accumulation. Under TRITON_INTERPRET=1 (CPU) bf16 arithmetic is wrong in the interpreter, so bf16
 tiles are upcast on load there (`UPCAST`).
@@ -12,6 +19,7 @@ tiles are upcast on load there (`UPCAST`).
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -19,14 +27,42 @@ import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
-__all__ = ["update_tile_triton"]
+__all__ = ["TileConfig", "launch_args", "tile_config", "tile_configs", "update_tile_triton"]
 
 
-@triton.jit
+class TileConfig(NamedTuple):
+    """One launch configuration of `_update_tile_kernel`."""
+
+    block_m: int  # query rows per program
+    block_n: int  # keys per inner step
+    num_warps: int
+    num_stages: int
+
+    @property
+    def label(self) -> str:
+        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+
+
+BLOCKS = (16, 32, 64)  # the tile widths the launcher chooses from (tl.dot needs >= 16)
+
+
+def tile_config(keys: int, head_dim: int) -> TileConfig:
+    """The configuration for a tile of `keys` = T keys (and at most T query rows) at this head dim."""
+    block = max(BLOCKS[0], min(BLOCKS[-1], triton.next_power_of_2(max(1, keys))))
+    wide = block == BLOCKS[-1]
+    return TileConfig(block, block, 8 if wide and head_dim >= 128 else 4, 2 if wide else 1)
+
+
+def tile_configs(head_dim: int) -> list[TileConfig]:
+    """Every configuration `tile_config` can return at this head dim (what `kernels.aot` compiles)."""
+    return sorted({tile_config(keys, head_dim) for keys in BLOCKS})
+
+
+@triton.jit(do_not_specialize=["q0", "q1", "k0", "k1", "n_heads", "groups", "stride_mb", "stride_mh", "has_alibi"])
 def _update_tile_kernel(q_ptr, k_ptr, v_ptr, acc_ptr, m_ptr, l_ptr, slopes_ptr, q0, q1, k0, k1, n_heads, groups,
                         stride_qb, stride_qh, stride_qn, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh,
-                        stride_vn, stride_ab, stride_ah, stride_an, stride_mb, stride_mh, head_dim,
-                        HAS_ALIBI: tl.constexpr, IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr,
+                        stride_vn, stride_ab, stride_ah, stride_an, stride_mb, stride_mh, head_dim, has_alibi,
+                        IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     bh = tl.program_id(0)
     b = bh // n_heads
@@ -45,8 +81,9 @@ def _update_tile_kernel(q_ptr, k_ptr, v_ptr, acc_ptr, m_ptr, l_ptr, slopes_ptr, 
     stat = b * stride_mb + h * stride_mh + rows
     m = tl.load(m_ptr + stat, mask=row_ok, other=0.0)  # [BM]
     den = tl.load(l_ptr + stat, mask=row_ok, other=1.0)
-    if HAS_ALIBI:
-        slope = tl.load(slopes_ptr + h)
+    slope = 0.0
+    if has_alibi != 0:
+        slope = tl.load(slopes_ptr + h)  # fp32
     for start in range(k0, k1, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)  # key positions
         col_ok = cols < k1
@@ -62,7 +99,7 @@ def _update_tile_kernel(q_ptr, k_ptr, v_ptr, acc_ptr, m_ptr, l_ptr, slopes_ptr, 
             scores = tl.dot(q, tl.trans(keys), input_precision="ieee")  # [BM, BN] fp32
         else:
             scores = tl.dot(q, tl.trans(keys))
-        if HAS_ALIBI:
+        if has_alibi != 0:
             scores -= slope * (rows[:, None] - cols[None, :]).to(tl.float32)
         scores = tl.where(col_ok[None, :], scores, float("-inf"))
         m_new = tl.maximum(m, tl.max(scores, axis=1))
@@ -79,30 +116,35 @@ def _update_tile_kernel(q_ptr, k_ptr, v_ptr, acc_ptr, m_ptr, l_ptr, slopes_ptr, 
     tl.store(l_ptr + stat, den, mask=row_ok)
 
 
-def _block(n: int, hi: int) -> int:
-    return max(16, min(hi, triton.next_power_of_2(max(1, n))))
-
-
-def update_tile_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Tensor, m: torch.Tensor,
-                       l: torch.Tensor, q0: int, q1: int, k0: int, k1: int,  # noqa: E741
-                       slopes: torch.Tensor | None = None, block_m: int | None = None,
-                       block_n: int | None = None) -> None:
-    """Algorithm 2 on rows [q0, q1) x keys [k0, k1), in place on acc, m, l (shapes in `reference.py`)."""
+def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Tensor, m: torch.Tensor,
+                l: torch.Tensor, q0: int, q1: int, k0: int, k1: int,  # noqa: E741
+                slopes: torch.Tensor | None = None, config: TileConfig | None = None) -> tuple[tuple, tuple, dict]:
+    """(grid, args, kwargs) of the kernel launch for one tile; `config` overrides `tile_config` (tests, AOT)."""
     batch, heads, _, head_dim = q.shape
-    if q1 <= q0 or k1 <= k0:
-        return
     for name, t in (("q", q), ("k", k), ("v", v), ("acc", acc)):
         if t.stride(-1) != 1:
             raise ValueError(f"{name} must be contiguous in its last dimension (stride {t.stride(-1)})")
     if m.stride(-1) != 1 or l.stride(-1) != 1 or m.stride() != l.stride():
         raise ValueError("m and l must have the same strides and be contiguous along N")
-    bm = block_m or _block(q1 - q0, 64)
-    bn = block_n or _block(k1 - k0, 64)
+    config = config or tile_config(k1 - k0, head_dim)
     slopes_arg = slopes if slopes is not None else m  # a valid pointer, never read without ALiBi
-    grid = (batch * heads, triton.cdiv(q1 - q0, bm))
-    _update_tile_kernel[grid](
-        q, k, v, acc, m, l, slopes_arg, q0, q1, k0, k1, heads, heads // k.shape[1],
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
-        v.stride(2), acc.stride(0), acc.stride(1), acc.stride(2), m.stride(0), m.stride(1), head_dim,
-        HAS_ALIBI=slopes is not None, IEEE=q.dtype == torch.float32, UPCAST=INTERPRET and q.dtype == torch.bfloat16,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(head_dim)))
+    grid = (batch * heads, triton.cdiv(max(q1 - q0, 1), config.block_m))
+    args = (q, k, v, acc, m, l, slopes_arg, q0, q1, k0, k1, heads, heads // k.shape[1],
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
+            v.stride(2), acc.stride(0), acc.stride(1), acc.stride(2), m.stride(0), m.stride(1), head_dim,
+            int(slopes is not None))
+    kwargs = {"IEEE": q.dtype == torch.float32,
+              "UPCAST": INTERPRET and q.dtype == torch.bfloat16, "BLOCK_M": config.block_m,
+              "BLOCK_N": config.block_n, "BLOCK_D": max(16, triton.next_power_of_2(head_dim)),
+              "num_warps": config.num_warps, "num_stages": config.num_stages}
+    return grid, args, kwargs
+
+
+def update_tile_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Tensor, m: torch.Tensor,
+                       l: torch.Tensor, q0: int, q1: int, k0: int, k1: int,  # noqa: E741
+                       slopes: torch.Tensor | None = None, config: TileConfig | None = None) -> None:
+    """Algorithm 2 on rows [q0, q1) x keys [k0, k1), in place on acc, m, l (shapes in `reference.py`)."""
+    if q1 <= q0 or k1 <= k0:
+        return
+    grid, args, kwargs = launch_args(q, k, v, acc, m, l, q0, q1, k0, k1, slopes, config)
+    _update_tile_kernel[grid](*args, **kwargs)

@@ -5,6 +5,8 @@
     layer      RTLayer: the maps of one layer (queries, temporary and persistent pairs, post-attention block)
     naive      the position-by-position loop: the definition and the reference
     tiled      the dyadic tile schedule (Algorithm 1) with a custom backward; tiles run in kernels.tiled_prefill
+    graphed    GraphedPrefill: one layer's whole tiled schedule captured in one CUDA graph (Sec. 6.2, Table 2)
+    latency    one layer's prefill latency: naive loop, PyTorch / Triton tiles, Transformer, eager or graphed (Fig. 4)
     model      RTModel (embeddings, layers, head), KV-cached decoding, greedy generation
     theory     Theorem 4.1's closed-form gradient, checked against autograd
     tasks      the synthetic suite's generators (MAD tasks and copy)

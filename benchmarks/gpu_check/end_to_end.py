@@ -1,0 +1,168 @@
+"""End-to-end ratios on the book's small models, each pair measured in one run (issue 26):
+
+    depth_batching   the book's one serving engine (`rlib.serving.make_engine`): the vanilla SmolLM2-135M with
+                     continuous sequence-wise batching vs its Recursive (3 loops, Stepwise) and Relaxed (LoRA per
+                     depth, SVD init) conversions with continuous depth-wise batching (RRT Sec. 3.8, Fig. 8)
+    mor_decode       the same engine on chapter 03's vanilla and MoR (expert-choice) / Recursive models (MoR Fig. 4a)
+    self_speculative LayerSkip's self-speculative decoding vs plain autoregressive greedy decoding on SmolLM2-135M
+                     (Sec. 4.3), with the acceptance rate it ran at
+
+Weights: the embedded assets when `rlib.assets` finds them (this machine, after `make assets`); otherwise (the lent
+GPU machine, which has no copy of them) the same architecture with random weights, said in the `weights` column.
+Random weights leave the depth-batching and MoR decode costs as they are (no early exit, capacity-based routing) but
+make self-speculative acceptance meaningless: its ratio is then the cost of drafting, not a speedup.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from benchmarks.gpu_check.runner import Context
+
+# SmolLM2-135M's shape (its config.json), for a random-weight copy where the asset is not cached
+SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                    num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
+                    rope_theta=100000.0, tie_word_embeddings=True, max_position_embeddings=8192)
+TINY = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=32, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True,
+            max_position_embeddings=512)
+
+
+def smollm2(ctx: Context):
+    """(Decoder in fp32 on the device, weights label)."""
+    import torch
+    from transformers import LlamaConfig
+
+    from rlib import assets
+    from rlib.model import Decoder, DecoderConfig, from_transformers
+    from rlib.model.init import init_weights
+
+    if not ctx.dry_run and assets.is_ready("smollm2-135m"):
+        return from_transformers(assets.load_model("smollm2-135m")).to(ctx.device).eval(), "smollm2-135m (assets)"
+    shape = TINY if ctx.dry_run else SMOLLM2_135M
+    config = DecoderConfig.from_hf(LlamaConfig(**shape)).replace(eos_ids=())
+    torch.manual_seed(0)
+    model = init_weights(Decoder(config), seed=0).to(ctx.device).eval()
+    label = "random (tiny Llama)" if ctx.dry_run else "random (SmolLM2-135M shape; the assets are not here)"
+    return model, label
+
+
+def _requests(vocab: int, n: int, prompt: int, new: int, seed: int = 0):
+    import torch
+
+    from rlib.serving import Request
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (n, prompt), generator=gen)
+    return [Request(i, ids[i].tolist(), new) for i in range(n)]
+
+
+def _engine_rows(models: dict, requests, max_batch: int, lora_impl: str | None, study: str, weights: str,
+                 ctx: Context) -> list[dict]:
+    """Each model through the engine (one warm-up run on two requests, then the timed run), in one process."""
+    from rlib.serving import make_engine
+
+    max_len = max(len(r.prompt) + r.max_new_tokens for r in requests) + 1
+    rows = []
+    for label, (model, scheduler) in models.items():
+        if ctx.time_left() <= 0:
+            rows.append({"study": study, "model": label, "note": "skipped: section time cap"})
+            continue
+        kwargs = {"lora_impl": lora_impl} if not hasattr(model, "serving_program") else {}
+        engine = make_engine(model, max_batch, max_len, **kwargs)
+        engine.run(requests[:2])
+        res = engine.run(requests)
+        rows.append({"study": study, "model": label, "scheduler": scheduler, "weights": weights,
+                     "requests": len(requests), "max_batch": max_batch, "tokens": res.tokens, "seconds": res.seconds,
+                     "tokens_per_s": res.tokens_per_s, "decode_tokens_per_s": res.decode_tokens_per_s,
+                     "mean_depth": res.mean_exit_loop, "mean_busy": res.mean_busy, "note": ""})
+        ctx.log(f"{study} {label}: {res.decode_tokens_per_s:.0f} decode tokens/s")
+    base = next((r["decode_tokens_per_s"] for r in rows if "decode_tokens_per_s" in r), float("nan"))
+    for r in rows:
+        r["ratio_to_vanilla"] = r.get("decode_tokens_per_s", float("nan")) / base
+    return rows
+
+
+def depth_batching(ctx: Context, source, weights: str, dtype) -> list[dict]:
+    from rlib import looping, relax
+
+    rank = 4 if ctx.dry_run else 64
+    looped = looping.convert(source, looping.Looping(n_loops=3 if not ctx.dry_run else 2))
+    relaxed = relax.relax(looped, source, relax.Relaxation(rank=rank))
+    models = {"vanilla": (source.to(dtype), "continuous sequence-wise"),
+              "recursive": (looped.to(dtype), "continuous depth-wise"),
+              f"relaxed r={rank}": (relaxed.to(dtype), "continuous depth-wise")}
+    n, prompt, new, batch = (4, 8, 4, 2) if ctx.dry_run else (128, 64, 64, 32)
+    requests = _requests(source.config.vocab_size, n, prompt, new)
+    return _engine_rows(models, requests, batch, None, "depth_batching", weights, ctx)  # the kernel on GPU, loop on CPU
+
+
+def mor_decode(ctx: Context, dtype) -> list[dict]:
+    from rlib.mor.config import MoRConfig, MoRVariant
+    from rlib.mor.experiments import MAIN, make_model
+
+    cfg = MoRConfig.preset("smoke" if ctx.dry_run else "gpu")
+    vocab = cfg.vocab_size or 8192
+    models = {}
+    for label, spec in (("vanilla", None), ("recursive", MAIN["rec"](cfg.n_recursions)),
+                        ("MoR expert-choice", MAIN["ec"](cfg.n_recursions))):
+        model = make_model(MoRVariant(spec), cfg, vocab).to(ctx.device, dtype).eval()
+        models[label] = (model, "continuous sequence-wise" if spec is None else "continuous depth-wise")
+    n, prompt, new, batch = (4, 8, 4, 2) if ctx.dry_run else (128, 64, 64, 32)
+    weights = f"random (chapter 03's {'smoke' if ctx.dry_run else 'gpu'} shape, d={cfg.d_model}, L={cfg.n_layers})"
+    return _engine_rows(models, _requests(vocab, n, prompt, new), batch, None, "mor_decode", weights, ctx)
+
+
+def self_speculative(ctx: Context, model, weights: str) -> list[dict]:
+    import torch
+
+    from kernels.tiled_prefill.bench import timed
+    from rlib.layerskip.speculative import self_speculative_generate
+
+    n_layers = len(model.plan)
+    exit_layer, n_draft = (max(1, n_layers // 3), 2) if ctx.dry_run else (8, 4)
+    prompt_len, new = (8, 6) if ctx.dry_run else (64, 128)
+    ids = torch.randint(3, model.config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
+    ids = ids.to(ctx.device)
+    dev = torch.device(ctx.device)
+    stats = {}
+
+    def speculative():
+        stats["last"] = self_speculative_generate(model, ids, new, exit_layer, n_draft, eos_ids=())[1]
+
+    with torch.no_grad():
+        plain_s = timed(lambda: model.generate(ids, new, eos_ids=()), dev, 1 if ctx.dry_run else 3)
+        spec_s = timed(speculative, dev, 1 if ctx.dry_run else 3)
+        same = torch.equal(model.generate(ids, new, eos_ids=()),
+                           self_speculative_generate(model, ids, new, exit_layer, n_draft, eos_ids=())[0])
+    s = stats["last"]
+    return [{"study": "self_speculative", "model": "autoregressive", "weights": weights, "seconds": plain_s,
+             "tokens_per_s": new / plain_s, "ratio_to_vanilla": 1.0, "note": ""},
+            {"study": "self_speculative", "model": f"self-speculative E={exit_layer} d={n_draft}", "weights": weights,
+             "seconds": spec_s, "tokens_per_s": new / spec_s, "ratio_to_vanilla": plain_s / spec_s,
+             "acceptance": s.acceptance, "tokens_per_round": s.tokens_per_round,
+             "note": "" if same else "OUTPUT DIFFERS from greedy decoding"}]
+
+
+def section(ctx: Context) -> dict[str, pd.DataFrame]:
+    import torch
+
+    dtype = torch.float32 if ctx.dry_run else torch.bfloat16
+    rows = []
+    started = time.perf_counter()
+    source, weights = smollm2(ctx)
+    for name, study in (("depth_batching", lambda: depth_batching(ctx, source, weights, dtype)),
+                        ("self_speculative", lambda: self_speculative(ctx, source.to(dtype), weights)),
+                        ("mor_decode", lambda: mor_decode(ctx, dtype))):
+        if ctx.time_left() <= 0:
+            rows.append({"study": name, "note": "skipped: section time cap"})
+            continue
+        try:
+            rows += study()
+        except Exception as error:  # noqa: BLE001 - one study failing leaves the others' ratios
+            rows.append({"study": name, "note": f"failed: {type(error).__name__}: {str(error)[:200]}"})
+            ctx.log(f"{name} failed: {error!r}")
+    ctx.log(f"end to end: {time.perf_counter() - started:.0f} s")
+    return {"": pd.DataFrame(rows)}

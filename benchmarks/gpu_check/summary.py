@@ -1,0 +1,147 @@
+"""The summary of a `make gpu-check` folder: the headline numbers the issue asks for (summary.csv) and a readable page
+with them, the per-section tables and the environment (summary.md)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+HEADLINE = ("section", "metric", "value", "target", "note")
+
+
+def _read(folder: Path, name: str) -> pd.DataFrame | None:
+    path = folder / f"{name}.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def _row(section: str, metric: str, value, target: str = "", note: str = "") -> dict:
+    return {"section": section, "metric": metric, "value": value, "target": target, "note": note}
+
+
+def _first(table: pd.DataFrame, column: str, **where):
+    rows = table
+    for key, value in where.items():
+        rows = rows[rows[key] == value]
+    values = rows[column].dropna() if column in rows else []
+    return values.iloc[0] if len(values) else float("nan")
+
+
+def tests_rows(tests: pd.DataFrame) -> list[dict]:
+    counts = tests["outcome"].value_counts()
+    failed = tests[tests["outcome"].isin(["failed", "error"])]
+    return [_row("tests", "GPU test subset: passed / failed / skipped",
+                 f"{counts.get('passed', 0)} / {counts.get('failed', 0) + counts.get('error', 0)} / "
+                 f"{counts.get('skipped', 0)}", "0 failed", "; ".join(failed["test"].head(5)))]
+
+
+def prefill_rows(layer: pd.DataFrame, bandwidth: pd.DataFrame | None) -> list[dict]:
+    rows = []
+    n0 = int(layer["n"].min())
+    batch = int(layer["batch"].iloc[0])
+    for mode in ("tiled-triton", "tiled-reference", "naive"):
+        for graph in (True, False):
+            ms = _first(layer, "ms_per_layer", n=n0, mode=mode, cuda_graph=graph)
+            if not (isinstance(ms, float) and math.isnan(ms)):
+                rows.append(_row("prefill", f"ms per layer, {mode}, {'CUDA graph' if graph else 'eager'}, "
+                                            f"N={n0}, B={batch}", round(float(ms), 3),
+                                 "paper Table 2: 38.85 (graphs), 277.08 (eager)" if mode.startswith("tiled") else ""))
+    n_mid = 2048 if (layer["n"] == 2048).any() else int(layer["n"].max())
+    for graph in (True, False):
+        speedup = _first(layer, "speedup_vs_naive_eager", n=n_mid, mode="tiled-triton", cuda_graph=graph)
+        if not (isinstance(speedup, float) and math.isnan(speedup)):
+            rows.append(_row("prefill", f"Triton tiles ({'graph' if graph else 'eager'}) vs naive loop (eager), "
+                                        f"N={n_mid}", round(float(speedup), 2), ">= 20x"))
+    if bandwidth is not None and bandwidth["seconds"].notna().any():
+        best = bandwidth.loc[bandwidth["fraction_of_copy"].idxmax()]
+        rows.append(_row("prefill", f"tile updates' bandwidth, fraction of a measured copy (N={int(best['n'])}, "
+                                    f"{'graph' if best['cuda_graph'] else 'eager'})",
+                         round(float(best["fraction_of_copy"]), 3), "",
+                         f"{best['gb_per_s']:.0f} GB/s; of the data sheet: {best['fraction_of_nominal']:.3f}"))
+    return rows
+
+
+def lora_rows(ratios: pd.DataFrame) -> list[dict]:
+    small = ratios[ratios["rank"] <= 64]
+    if small.empty:
+        return []
+    worst = small.loc[small["ratio_to_base"].idxmax()]
+    return [_row("lora", "LoRA batch / base GEMM, worst case at rank <= 64", round(float(worst["ratio_to_base"]), 3),
+                 "<= 1.25", f"d={int(worst['d'])} rank={int(worst['rank'])} batch={int(worst['batch'])}"),
+            _row("lora", "LoRA batch / base GEMM, median at rank <= 64",
+                 round(float(small["ratio_to_base"].median()), 3), "<= 1.25"),
+            _row("lora", "per-depth loop / LoRA batch, median", round(float(small["speedup_vs_loop"].median()), 2),
+                 ">= 3x")]
+
+
+def end_to_end_rows(table: pd.DataFrame) -> list[dict]:
+    rows = []
+    for _, r in table.iterrows():
+        if r.get("model") in (None, "vanilla", "autoregressive") or pd.isna(r.get("model")):
+            if str(r.get("note", "")).startswith(("failed", "skipped")):
+                rows.append(_row("end_to_end", r["study"], float("nan"), "", r["note"]))
+            continue
+        note = f"weights: {r.get('weights', '')}"
+        if not pd.isna(r.get("acceptance", float("nan"))):
+            note += f"; acceptance {r['acceptance']:.2f}"
+        if isinstance(r.get("note"), str) and r["note"]:
+            note += f"; {r['note']}"
+        baseline = "autoregressive" if r["study"] == "self_speculative" else "vanilla"
+        rows.append(_row("end_to_end", f"{r['study']}: {r['model']} / {baseline}",
+                         round(float(r["ratio_to_vanilla"]), 3), "", note))
+    return rows
+
+
+def headline(folder: Path) -> pd.DataFrame:
+    rows = []
+    tests = _read(folder, "tests")
+    if tests is not None and "outcome" in tests:
+        rows += tests_rows(tests)
+    layer = _read(folder, "prefill")
+    if layer is not None and not layer.empty:
+        rows += prefill_rows(layer, _read(folder, "prefill_bandwidth"))
+    ratios = _read(folder, "lora_ratios")
+    if ratios is not None and not ratios.empty:
+        rows += lora_rows(ratios)
+    e2e = _read(folder, "end_to_end")
+    if e2e is not None and not e2e.empty:
+        rows += end_to_end_rows(e2e)
+    return pd.DataFrame(rows, columns=list(HEADLINE))
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    cols = list(table.columns)
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
+    for _, r in table.iterrows():
+        lines.append("| " + " | ".join("" if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else str(v))
+                                       for v in r) + " |")
+    return "\n".join(lines)
+
+
+def write(folder: Path, meta: dict) -> pd.DataFrame:
+    """summary.csv (the headline rows) and summary.md in `folder`; returns the headline table."""
+    table = headline(folder)
+    table.to_csv(folder / "summary.csv", index=False)
+    where = f"{meta['device']} ({meta['device_type']}), {meta['date']}, commit {meta['commit']}"
+    title = "# gpu-check DRY RUN on CPU: plumbing only, not GPU numbers" if meta.get("dry_run") else "# gpu-check"
+    parts = [title, "", where, "",
+             f"torch {meta['torch']}, triton {meta['triton']}, transformers {meta.get('transformers')}; "
+             f"{meta.get('seconds', 0):.0f} s in all", "", "## Headline", "", _markdown(table), "", "## Sections", "",
+             _markdown(pd.DataFrame([{k: s[k] for k in ("section", "status", "seconds", "budget_s")}
+                                     for s in meta.get("sections", [])]))]
+    layer = _read(folder, "prefill")
+    if layer is not None and "ms_per_layer" in layer:
+        pivot = layer.pivot_table(index="n", columns=["mode", "cuda_graph"], values="ms_per_layer").round(3)
+        pivot.columns = [f"{m} ({'graph' if g else 'eager'})" for m, g in pivot.columns]
+        parts += ["", "## RT prefill, ms per layer", "", _markdown(pivot.reset_index())]
+    for name, title_ in (("prefill_bandwidth", "Tile updates' bandwidth"), ("lora_ratios", "LoRA batch"),
+                         ("end_to_end", "End to end")):
+        t = _read(folder, name)
+        if t is not None:
+            parts += ["", f"## {title_}", "", _markdown(t)]
+    notes = [n for s in meta.get("sections", []) for n in s.get("notes", [])]
+    if notes:
+        parts += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    (folder / "summary.md").write_text("\n".join(parts) + "\n")
+    return table
