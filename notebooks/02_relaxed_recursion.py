@@ -42,7 +42,7 @@ from rlib.book import check_parameters
 check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
 
 # %%
-from rlib import book, relax
+from rlib import book, gpu_results, relax
 from rlib.recursive import experiments as recursive
 from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
 from rlib.serving import rows, simulate
@@ -142,6 +142,17 @@ measured, simulated = throughput.throughput_tables(cfg, source, work)
 run.table(measured, "throughput_measured")
 run.table(simulated, "throughput_simulated")
 run.figure(plots.plot_throughput(measured, simulated, "Generation throughput on this machine"), "throughput");
+
+# %% [markdown]
+# ## On a GPU
+#
+# `make gpu-check` measures the LoRA batch kernel against the base GEMM and a per-depth loop, and continuous
+# depth-wise batching against vanilla (Fig. 8 on real hardware). The table shows the newest GPU results folder
+# (`benchmarks/results/gpu/`) with its device, date and commit, or says "not measured on a GPU": a CPU number never
+# stands in a GPU column.
+
+# %%
+run.table(gpu_results.chapter_table("02"), "gpu_results");
 
 # %% [markdown]
 # ## Claims

@@ -40,7 +40,7 @@ from rlib.book import check_parameters
 check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
 
 # %%
-from rlib import book
+from rlib import book, gpu_results
 from rlib import experiments as grid
 from rlib.mor import analysis, budget_sweep, claims, config, experiments, plots, tables, throughput, uptrain
 from rlib.mor.model import MoRDecoder
@@ -194,6 +194,16 @@ up_results = uptrain.run_grid(up_cfg, work / "uptrain")
 up_table = run.table(tables.uptrain_table(up_results), "uptraining")
 run.figure(plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
                                      f"({up_table['tokens'].iloc[0]:,} tokens per run)"), "uptraining");
+
+# %% [markdown]
+# ## On a GPU
+#
+# `make gpu-check` measures MoR decoding against vanilla through the same engine (Fig. 4a on real hardware). The table
+# shows the newest GPU results folder (`benchmarks/results/gpu/`) with its device, date and commit, or says "not
+# measured on a GPU": a CPU number never stands in a GPU column.
+
+# %%
+run.table(gpu_results.chapter_table("03"), "gpu_results");
 
 # %% [markdown]
 # ## Claims

@@ -40,7 +40,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 import torch
 
-from rlib import book
+from rlib import book, gpu_results
 from rlib import experiments as grid
 from rlib.recurrent import claims, config, experiments, plots, tables
 from rlib.recurrent import latency as prefill_bench
@@ -162,6 +162,16 @@ run.table(tables.lm_validation_table(lm_results), "lm_validation", show=False)
 run.figure(plots.plot_lm_curves(tables.lm_curves(lm_results), "Validation NLL during training"), "lm_curves")
 ablation = run.table(tables.ablation_table(lm_results), "norm_ablation")
 run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
+
+# %% [markdown]
+# ## On a GPU
+#
+# `make gpu-check` measures the tiled prefill at the paper's Table 2 shape (B = 32) beside its 38.85 ms per layer,
+# eager and in one CUDA graph. The table shows the newest GPU results folder (`benchmarks/results/gpu/`) with its
+# device, date and commit, or says "not measured on a GPU": a CPU number never stands in a GPU column.
+
+# %%
+run.table(gpu_results.chapter_table("04"), "gpu_results");
 
 # %% [markdown]
 # ## Claims

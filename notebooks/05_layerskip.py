@@ -41,7 +41,7 @@ from rlib.book import check_parameters
 check_parameters(globals())  # the parameters above and papermill's -p values: names, types, ranges
 
 # %%
-from rlib import assets, book
+from rlib import assets, book, gpu_results
 from rlib import experiments as grid
 from rlib.layerskip import (
     adapt,
@@ -297,6 +297,16 @@ run.table(costs, "decoding_costs", floatfmt=".3g")
 run.table(tables.cost_table(predicted), "cost_model", floatfmt=".3g")
 run.figure(plots.plot_cost_model(predicted, costs, pcfg.decode_prompts, "Parsing, LD+EE model: measured vs "
                                     "predicted speedup, and what acceptance would buy"), "cost_model_parse");
+
+# %% [markdown]
+# ## On a GPU
+#
+# `make gpu-check` measures self-speculative against autoregressive decoding (Tables 2-3 on real hardware). The table
+# shows the newest GPU results folder (`benchmarks/results/gpu/`) with its device, date and commit, or says "not
+# measured on a GPU": a CPU number never stands in a GPU column.
+
+# %%
+run.table(gpu_results.chapter_table("05"), "gpu_results");
 
 # %% [markdown]
 # ## Claims
