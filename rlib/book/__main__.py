@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def ledger(args) -> int:
     """`ledger`: re-judge the claims from written tables; print the verdict counts (and write Markdown)."""
+    from pathlib import Path
+
     from rlib.book import ledger_page
     from rlib.book.layout import profile_dir
     from rlib.book.promote import promoted_dir
@@ -125,11 +127,29 @@ def ledger(args) -> int:
         raise ConfigError(f"no chapter tables under {source}; run the book or pass --from FOLDER")
     print(ledger_page.summary(table).to_string(index=False))
     if args.write:
-        with atomic_path(args.write) as tmp:
+        with atomic_path(Path(args.write)) as tmp:
             tmp.write_text(ledger_page.ledger_markdown(
-                table, f"Claims ledger: the tables in `{source}` judged again by the current code"))
+                table, f"Claims ledger: the tables in `{_shown(source)}` judged again by the code at git "
+                       f"`{_git_sha()}` with the `{args.profile}` presets (`python -m rlib.book ledger`)"))
         print(f"wrote {args.write}")
     return 0
+
+
+def _shown(folder) -> str:
+    """`folder` relative to the repository when inside it (what a reader of the Markdown can follow)."""
+    from pathlib import Path
+
+    from rlib import paths
+
+    folder = Path(folder).resolve()
+    return str(folder.relative_to(paths.ROOT)) if folder.is_relative_to(paths.ROOT) else str(folder)
+
+
+def _git_sha() -> str:
+    from rlib import paths
+
+    done = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
 
 
 def check(manifest) -> int:
