@@ -279,7 +279,9 @@ def _default_tokenizer(path: str | None, model: Any, decoder: Any) -> Any:
     from pathlib import Path
 
     if isinstance(model, str):
-        return model
+        from rlib import sources
+
+        return sources.tokenizer_of(model)
     if path is not None:
         folder = Path(path)
         if (folder / "tokenizer.json").exists() or (folder / "tokenizer_config.json").exists():
@@ -296,17 +298,17 @@ def _default_tokenizer(path: str | None, model: Any, decoder: Any) -> Any:
 
 
 def _load_decoder(path: str | None, model: Any, device: str):
-    """The Decoder from a saved folder (`path`), an embedded asset name (`model`), or a Decoder object."""
+    """The Decoder from a saved folder (`path`), a source name or folder (`model`: `rlib.sources`), or a Decoder."""
     from rlib.model import Decoder, convert
 
     if path is not None:
         return convert.load(path, device=device)
     if isinstance(model, Decoder):
         return model
-    if isinstance(model, str):
-        from rlib import assets
+    if isinstance(model, str):  # an asset name, hf:ORG/NAME or a checkpoint folder, its config checked first
+        from rlib import sources
 
-        return convert.from_transformers(assets.load_model(model, device=device))
+        return sources.load_source(model, device=device)
     if isinstance(model, torch.nn.Module) and hasattr(getattr(model, "config", None), "model_type"):
         return convert.from_transformers(model)  # a transformers LlamaForCausalLM / Gemma3ForCausalLM
     raise ValueError("RlibLM needs path=<folder saved by rlib.model.convert.save> or "
