@@ -171,7 +171,8 @@ run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persis
 # device, date and commit, or says "not measured on a GPU": a CPU number never stands in a GPU column.
 
 # %%
-run.table(gpu_results.chapter_table("04"), "gpu_results");
+run.table(gpu_results.chapter_table("04"), "gpu_results")
+run.table(gpu_results.section_table("prefill"), "gpu_prefill", show=False);
 
 # %% [markdown]
 # ## Claims

@@ -21,7 +21,8 @@ import pandas as pd
 
 from rlib import paths
 
-__all__ = ["CHAPTER_SECTIONS", "NOT_MEASURED", "GpuRun", "chapter_table", "gpu_table", "latest_run", "results_root"]
+__all__ = ["CHAPTER_SECTIONS", "NOT_MEASURED", "GpuRun", "chapter_table", "gpu_table", "latest_run", "results_root",
+           "section_table"]
 
 NOT_MEASURED = "not measured on a GPU"
 COLUMNS = ("section", "metric", "value", "target", "note", "device", "date", "commit")
@@ -108,6 +109,17 @@ def gpu_table(sections: tuple[tuple[str, str], ...], root: Path | None = None) -
         for record in found.to_dict("records"):
             rows.append({**record, "device": run.device, "date": run.date, "commit": run.commit})
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def section_table(name: str, root: Path | None = None) -> pd.DataFrame:
+    """One detailed table of the newest GPU run ("prefill", "lora", "end_to_end" ...) with its device, date and commit
+    as columns, or one row whose `note` says "not measured on a GPU" (the chapters' claims read it: an empty measurement
+    never passes for a GPU number)."""
+    run = latest_run(root)
+    if run is None:
+        return pd.DataFrame([{"note": f"{name}: {NOT_MEASURED}", "device": "", "date": "", "commit": ""}])
+    table = run.table(name)
+    return table.assign(device=run.device, date=run.date, commit=run.commit)
 
 
 def chapter_table(chapter: str, root: Path | None = None) -> pd.DataFrame:

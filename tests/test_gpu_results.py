@@ -53,3 +53,12 @@ def test_the_newest_complete_gpu_run_is_read_with_its_device_date_and_commit(tmp
         run.table("nope")
     with pytest.raises(ValueError, match="chapter='01'"):
         gpu_results.chapter_table("01", tmp_path)
+
+
+def test_a_section_table_carries_its_run_or_says_not_measured(tmp_path):
+    assert gpu_results.section_table("prefill", tmp_path)["note"].iloc[0] == f"prefill: {gpu_results.NOT_MEASURED}"
+    folder = make_run(tmp_path, "nvidia-h100-2026-12-01-1111111")
+    pd.DataFrame([{"n": 512, "mode": "naive", "seconds": 0.5}]).to_csv(folder / "prefill.csv", index=False)
+    table = gpu_results.section_table("prefill", tmp_path)
+    assert table.to_dict("records") == [{"n": 512, "mode": "naive", "seconds": 0.5, "device": "NVIDIA H100 80GB HBM3",
+                                         "date": "2026-12-01", "commit": "1111111"}]

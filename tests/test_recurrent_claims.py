@@ -182,6 +182,24 @@ def test_latency_growth_is_judged_on_a_gpu_only():
     assert _verdict({"latency": _latency("cpu", 3.0)}, "rt.ours.cpu_speedup") == "held"  # 5.3x
 
 
+def _gpu_prefill(naive_ratio: float) -> pd.DataFrame:
+    """make gpu-check's prefill rows: naive eager time grows by `naive_ratio` per doubling, Triton tiles by 2x."""
+    rows = []
+    for mode, ratio in (("naive", naive_ratio), ("tiled-triton", 2.0)):
+        for i, n in enumerate((1024, 2048, 4096)):
+            rows += [{"n": n, "mode": mode, "cuda_graph": graph, "batch": 32, "d_model": 1024, "seconds": ratio ** i,
+                      "device": "NVIDIA H100", "date": "2026-11-25", "commit": "abc"} for graph in (False, True)]
+    return pd.DataFrame(rows)
+
+
+def test_latency_growth_reads_the_gpu_prefill_table_when_measured():
+    cpu = {"latency": _latency("cpu", 4.0)}
+    assert _verdict({**cpu, "gpu_prefill": _gpu_prefill(4.0)}, "rt.fig4.latency_growth") == "held"  # slopes 2, 1
+    assert _verdict({**cpu, "gpu_prefill": _gpu_prefill(3.0)}, "rt.fig4.latency_growth") == "not held"  # naive 1.58
+    unmeasured = pd.DataFrame([{"note": "prefill: not measured on a GPU", "device": "", "date": "", "commit": ""}])
+    assert _verdict({**cpu, "gpu_prefill": unmeasured}, "rt.fig4.latency_growth") == "not measured"
+
+
 def _task_tables(noisy_rt_seed1: float, seeds: int = 2) -> dict[str, pd.DataFrame]:
     """Recall tasks with per-seed rows; the noisy-recall RT sequence accuracy of seed 1 is the number to move."""
     per_seed = []

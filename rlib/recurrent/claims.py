@@ -88,9 +88,10 @@ SPECS = (
     _spec("rt.fig4.latency_growth", "Sec. 5 'Asymptotics' (last sentence), Fig. 4",
           "On an H100 the latency of a naive eager implementation grows approximately quadratically with context "
           "length, while the tiled method exhibits near-linear scaling (values lost).",
-          "latency on a GPU (device cuda), modes naive and tiled-reference: log-log slope of seconds between the two "
+          "latency on a GPU (make gpu-check's prefill table, eager, or a chapter run on cuda), the naive loop and the "
+          "tiled method (Triton tiles on a GPU, else PyTorch tiles): log-log slope of seconds between each one's two "
           "largest N: naive >= 1.8 and tiled <= 1.2 (thresholds ours); a CPU run is not the paper's regime.",
-          "latency.csv"),
+          "gpu_prefill"),
     _spec("rt.ours.cpu_speedup", "ours (no paper number; related to Fig. 4)",
           "The paper gives no speed-up factor; the book's earlier claim: 'CPU: tiled PyTorch vs naive loop at "
           "N = 4096 (goal >= 5x)'.",
@@ -513,8 +514,30 @@ def _latency_slopes(table: pd.DataFrame) -> dict[str, float]:
     return {mode: _slope(group, "n", "seconds") for mode, group in table.groupby("mode")}
 
 
+def _gpu_latency_growth(gpu: pd.DataFrame) -> Verdict:
+    """Fig. 4 from make gpu-check's prefill table: eager rows, each mode's slope between its two largest N."""
+    eager = gpu[(~gpu["cuda_graph"].astype(bool)) & gpu["seconds"].notna()]
+    tiled_mode = "tiled-triton" if "tiled-triton" in set(eager["mode"]) else "tiled-reference"
+    slopes, spans = {}, {}
+    for mode in ("naive", tiled_mode):
+        rows = eager[eager["mode"] == mode].sort_values("n")
+        if len(rows) < 2:
+            return None, f"needs: two lengths of {mode} in the GPU prefill table", None
+        slopes[mode] = _slope(rows, "n", "seconds")
+        spans[mode] = f"N = {int(rows['n'].iloc[-2])} -> {int(rows['n'].iloc[-1])}"
+    first = eager.iloc[0]
+    measured = (f"{first['device']} ({first['date']}, commit {first['commit']}), B {int(first['batch'])}, "
+                f"D {int(first['d_model'])}, eager: " + ", ".join(f"{m} slope {s:.2f} over {spans[m]}"
+                                                                  for m, s in slopes.items()))
+    held = slopes["naive"] >= 1.8 and slopes[tiled_mode] <= 1.2
+    return held, measured, ("setup", f"{measured}: at these lengths the run is not yet in the asymptotic regime")
+
+
 @_rule("rt.fig4.latency_growth", "latency")
 def _latency_growth(tables, cfg) -> Verdict:
+    gpu = tables.get("gpu_prefill")
+    if gpu is not None and "seconds" in gpu.columns and gpu["seconds"].notna().any():
+        return _gpu_latency_growth(gpu)
     table = tables["latency"]
     slopes = _latency_slopes(table)
     n1, n2 = sorted(set(table["n"]))[-2:]
