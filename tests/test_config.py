@@ -10,10 +10,10 @@ import pytest
 
 from rlib import paths
 from rlib.basemodels.config import ModelsDataConfig
-from rlib.config import PROFILES, ConfigError, check_resources, get_profile
+from rlib.config import ConfigError, check_resources, get_profile
 
 
-@pytest.mark.parametrize("profile", list(PROFILES))
+@pytest.mark.parametrize("profile", list(ModelsDataConfig.PRESETS))
 def test_every_chapter_preset_builds_for_every_profile(profile):
     cfg = ModelsDataConfig.preset(profile)
     assert cfg.models and cfg.eval_corpora and len(cfg.digest()) == 12
@@ -49,7 +49,7 @@ def test_bad_values_are_rejected_when_the_config_is_built():
 
 
 def test_unknown_profile_is_named():
-    with pytest.raises(ConfigError, match="'huge'.*smoke, cpu, gpu, paper"):
+    with pytest.raises(ConfigError, match="'huge'.*smoke, cpu, cpu-long, gpu, paper"):
         get_profile("huge")
 
 

@@ -106,7 +106,7 @@ def test_splits_are_deterministic():
 
 def test_stdlib_leaves_out_tests_and_generated_files():
     ids = [d.doc_id for d in corpora.documents("python-stdlib")]
-    assert "os.py" in ids and "idlelib/editor.py" in ids and "encodings/utf_8.py" in ids
+    assert "os.py" in ids and "json/decoder.py" in ids and "encodings/utf_8.py" in ids  # idlelib: not in every distro
     assert not any(part in ("test", "tests", "idle_test", "site-packages") for i in ids for part in i.split("/")[:-1])
     assert "encodings/cp1252.py" not in ids and "pydoc_data/topics.py" not in ids
     assert all(i.endswith(".py") for i in ids)

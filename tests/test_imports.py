@@ -29,14 +29,28 @@ def _resolve(name: str, known: dict[str, Path]) -> str | None:
     return name or None
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:` (annotations only: never executed, no cycle at run time)."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(inner) for stmt in node.body for inner in ast.walk(stmt)}
+    return skipped
+
+
 def import_graph() -> nx.DiGraph:
-    """module -> every rlib/kernels module it imports (at any level of the file, relative imports resolved)."""
+    """module -> every rlib/kernels module it imports (at any level of the file, relative imports resolved; imports
+    for type checking only left out)."""
     known = _modules()
     graph = nx.DiGraph()
     graph.add_nodes_from(known)
     for module, path in known.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        skipped = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]

@@ -147,7 +147,12 @@ def test_every_report_page_loads_offline_with_math_images_and_links(browser, rep
     links = _local_links(index_page, report)
     missing = [str(p) for p in links if not p.exists()]
     assert missing == [], f"links to files that do not exist: {missing}"
-    pages = [p for p in links if p.suffix == ".html" and p != report]
+    ledger = report.parent / "claims.html"  # the book-wide claims ledger: a plain page, no equations
+    assert ledger in links
+    page, problems = _visit(browser, ledger)
+    assert problems == [] and _local_links(page, ledger) == [report], problems
+    page.close()
+    pages = [p for p in links if p.suffix == ".html" and p not in (report, ledger)]
     assert report.parent / "00_math" / "00_math.html" in pages
     assert report.parent / ".failed" / "01_broken" / "01_broken.html" in pages  # the partial notebook
     for html in pages:
