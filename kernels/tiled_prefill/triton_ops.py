@@ -127,7 +127,7 @@ def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Te
     if m.stride(-1) != 1 or l.stride(-1) != 1 or m.stride() != l.stride():
         raise ValueError("m and l must have the same strides and be contiguous along N")
     config = config or tile_config(k1 - k0, head_dim)
-    slopes_arg = slopes.float() if slopes is not None else m  # a valid pointer, never read without ALiBi
+    slopes_arg = slopes if slopes is not None else m  # a valid pointer, never read without ALiBi
     grid = (batch * heads, triton.cdiv(max(q1 - q0, 1), config.block_m))
     args = (q, k, v, acc, m, l, slopes_arg, q0, q1, k0, k1, heads, heads // k.shape[1],
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1),
