@@ -194,7 +194,8 @@ def test_report_and_promote(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest.load, "__defaults__", (TINY_BOOK,))
     copied = promote.promote("smoke")
     assert "tiny/line.svg" in copied
-    index = json.loads((tmp_path / "figures" / "MANIFEST.json").read_text())
+    assert promote.promoted_dir("smoke") == tmp_path / "figures" / "smoke"  # only the cpu profile fills figures/
+    index = json.loads((tmp_path / "figures" / "smoke" / "MANIFEST.json").read_text())
     assert index["tiny"]["profile"] == "smoke" and "line.png" in index["tiny"]["files"]
 
 
