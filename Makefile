@@ -27,8 +27,8 @@ book: assets  ## set up, then run the book in PROFILE (default cpu: the main job
 smoke: assets  ## run every chapter in the smoke profile (minutes; what CI runs)
 	$(PY) -m rlib.book run --profile smoke
 
-test: assets  ## set up if needed, then run the test suite
-	$(PY) -m pytest -q
+test: assets  ## set up if needed, then run the test suite (PYTEST_ARGS='-m "not slow" -n 2': what CI runs)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: env  ## ruff over the library, tests and notebooks
 	.venv/bin/ruff check .
