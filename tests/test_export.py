@@ -221,7 +221,6 @@ def smol_export(tmp_path_factory):
     return model, tokenizer, root
 
 
-@pytest.mark.slow
 @pytest.mark.assets
 def test_stock_lm_eval_matches_our_adapter(smol_export):
     import lm_eval
@@ -258,7 +257,6 @@ def test_stock_lm_eval_matches_our_adapter(smol_export):
     assert worst <= 1e-3
 
 
-@pytest.mark.slow
 @pytest.mark.assets
 def test_pipeline_greedy_output_equals_ours(smol_export):
     from transformers import pipeline

@@ -25,7 +25,6 @@ raise SystemExit(main(["--dry-run", "--out", sys.argv[1], "--commit", "abc1234",
 """
 
 
-@pytest.mark.slow
 def test_dry_run_goes_end_to_end_without_the_packages_the_gpu_machine_lacks(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(paths.ROOT)

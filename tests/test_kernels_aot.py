@@ -44,7 +44,6 @@ def test_the_compiled_ranks_cover_every_lora_rank_of_the_book():
     assert used <= set(aot.RANKS), f"ranks {sorted(used - set(aot.RANKS))} are used by the book but not compiled"
 
 
-@pytest.mark.slow
 def test_every_launch_configuration_compiles_for_sm80_and_sm90_without_spills(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kernels.aot", "--out-dir", str(tmp_path),
                           "--jobs", str(min(4, os.cpu_count() or 1))],
@@ -76,7 +75,6 @@ print(aot.compile_one(job)["status"])
 """
 
 
-@pytest.mark.slow
 def test_the_check_fails_on_the_spilling_baseline_tile():
     """The launcher's old tile at head dim 128 (64 x 64 on 4 warps) spills on sm_90 when nothing is known of the
     pointers' alignment (584 B per thread; the research note's baseline): the check must say so."""

@@ -225,7 +225,6 @@ def looped_decoder(seed: int = 0) -> Decoder:
     return model
 
 
-@pytest.mark.slow
 def test_fsdp_two_gloo_processes_match_one_and_resume(tmp_path):
     """Accelerate's FSDP plugin (FSDP2, one shard unit per DecoderBlock) on 2 CPU processes: the losses of a looped
     model with tied layers equal single-process training, and a run killed after its step-2 checkpoint resumes

@@ -50,7 +50,6 @@ def test_bad_arguments_fail_before_any_weights(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.assets
 def test_one_process_and_fsdp_give_the_same_run_and_an_exportable_model(source_folder, tmp_path):
     from rlib.export import main as export_main
