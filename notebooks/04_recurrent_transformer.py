@@ -140,11 +140,22 @@ run.table(tables.task_seed_table(task_results), "task_seeds", show=False)
 run.figure(plots.plot_tasks(task_table, "One RT layer vs one Transformer layer"), "tasks");
 
 # %% [markdown]
+# The learning curves say whether a run that ends low is still climbing (the budget) or flat at chance (the set-up):
+# token accuracy on the first test sequences, evaluated through training, with chance dashed.
+
+# %%
+task_curves = run.table(tables.task_curve_table(task_results), "task_curves", show=False)
+run.figure(plots.plot_task_curves(task_curves, f"Learning curves: token accuracy on {cfg.task_curve_probe} test "
+                                  "sequences"), "task_curves");
+
+# %% [markdown]
 # Two training choices decide whether one RT layer learns recall at this scale, and the chapter states both.
 # MAD trains on every next token, half of which (the keys) are unpredictable; in our probes that loss kept the RT
 # layer at chance on recall for thousands of steps, so the tasks train on the scored targets and this table repeats
-# recall with MAD's loss. The ALiBi slopes are the other: the layer's previous-token head needs a steep one, so the
-# four heads use MAD's steepest slopes (max bias 2 with 4 heads, as max bias 8 with MAD's 16 heads).
+# recall with MAD's loss. The ALiBi slopes are the other: they follow the standard schedule 2^(-8 (h + 1) / H) of
+# the official code (max bias 8), so the steepest head can act as the previous-token head and the flattest one
+# (slope 1/256) still reads the whole sequence. An earlier version of this chapter used max bias 2, MAD's four
+# steepest slopes, and no head could reach back more than a few tokens: both layers sat at chance on copying.
 
 # %%
 run.table(tables.loss_table(task_results), "task_loss");

@@ -55,6 +55,15 @@ def _loss_curves() -> tuple[pd.DataFrame, dict[str, str]]:
     return pd.DataFrame(rows), labels
 
 
+def _rt_task_curves() -> pd.DataFrame:
+    tasks = ("in_context_recall", "noisy_recall", "fuzzy_recall", "selective_copying", "compression", "memorization",
+             "copy")
+    return pd.DataFrame([{"task": task, "block": block, "seed": 0, "loss_on": "scored", "ablation": False,
+                          "step": step, "train_loss": 2.0, "token_acc": min(1.0, 0.1 + step / 1000 * (b + 1) / 3),
+                          "seq_acc": 0.0, "chance": 0.07} for task in tasks for b, block in
+                         enumerate(("recurrent", "transformer")) for step in range(100, 1001, 100)])
+
+
 def _mor_curves() -> pd.DataFrame:
     return pd.DataFrame([{"label": label, "seed": seed, "train_flops": step * 1e11, "val_loss": 7 - 0.1 * step - k / 10}
                          for k, label in enumerate(("Vanilla", "Recursive-3 (middle_cycle)", "MoR-3 EC", "MoR-3 TC"))
@@ -180,6 +189,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             csv("04", "latency"), "One layer, D = 256, batch 4"),
         "rlib.recurrent.plots.plot_tasks": lambda: p04.plot_tasks(
             csv("04", "tasks"), "One RT layer vs one Transformer layer"),
+        "rlib.recurrent.plots.plot_task_curves": lambda: p04.plot_task_curves(
+            _rt_task_curves(), "Learning curves: token accuracy on 256 test sequences"),
         "rlib.recurrent.plots.plot_lm_curves": lambda: p04.plot_lm_curves(
             _rt_lm_curves(), "Validation NLL during training"),
         "rlib.recurrent.plots.plot_ablation": lambda: p04.plot_ablation(

@@ -144,3 +144,41 @@ def test_default_init_follows_the_official_scheme():
         assert weight.abs().max().item() <= 3 * std + 1e-6  # truncated at 3 sigma
     plain = RTModel(RTConfig(vocab_size=64, d_model=32, n_layers=1, n_heads=2), seed=0, std=0.3)
     assert plain.layers[0].down.weight.std().item() == pytest.approx(0.3, rel=0.1)
+
+
+@pytest.mark.parametrize("heads", [3, 4, 6])
+def test_alibi_slopes_are_exact_in_the_layer_dtype(heads):
+    """The slopes 2^(-b (h + 1) / H) held in fp64 whatever the module was cast to before: an fp64 layer's bias
+    equals an independent fp64 computation to the last ulp, an fp32 layer's uses those slopes rounded once to fp32,
+    and a layer that went through bf16 and back keeps them exact (a bf16 buffer is off by ~0.4 % for H = 3)."""
+    config = RTConfig(vocab_size=8, d_model=6 * heads, n_layers=1, n_heads=heads, alibi_max_bias=8.0)
+    positions = torch.arange(40)
+    distance = (positions[:, None] - positions[None, :]).double()
+    slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)], dtype=torch.float64)
+    layer = RTLayer(config).to(torch.bfloat16).to(torch.float32).to(torch.float64)
+    assert torch.equal(layer.alibi(positions, positions, torch.float64), -slopes[:, None, None] * distance)
+    fp32 = -slopes.float()[:, None, None] * distance.float()  # each slope rounded once to fp32
+    assert torch.equal(layer.alibi(positions, positions, torch.float32), fp32)
+    assert layer.slopes.dtype == torch.float64 and layer.slopes_in(torch.bfloat16).dtype == torch.float32
+
+
+def test_naive_layer_matches_an_independent_fp64_loop_with_three_heads():
+    """The issue's finding: the layer differed from an independent fp64 loop by 5.7e-8 with 3 heads (fp32 slopes)."""
+    layer = make_layer("alibi", heads=3, d=24)
+    x, positions = inputs(n=13, d=24)
+    z, _, _ = naive_layer(layer, x, positions)
+    slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / 3) for h in range(3)], dtype=torch.float64)
+    q, k_tmp, v_tmp = layer.pre_attention(x, positions)
+    keys, values, outs = [], [], []
+    for t in range(x.shape[1]):  # the recurrence written out: persistent pairs 0..t-1 plus the temporary pair
+        k_all = torch.cat([*keys, k_tmp[:, :, t:t + 1]], dim=2)
+        v_all = torch.cat([*values, v_tmp[:, :, t:t + 1]], dim=2)
+        bias = -slopes[:, None] * (t - torch.arange(t + 1, dtype=torch.float64))[None, :]  # [H, t + 1]
+        scores = (q[:, :, t:t + 1] @ k_all.transpose(-1, -2))[:, :, 0] + bias  # [B, H, t + 1]
+        a = (torch.softmax(scores, -1)[..., None] * v_all).sum(2, keepdim=True)  # [B, H, 1, d]
+        z_t = layer.post_attention(x[:, t:t + 1], a)
+        k_t, v_t = layer.persistent_kv(z_t, positions[t:t + 1])
+        keys.append(k_t)
+        values.append(v_t)
+        outs.append(z_t)
+    assert (torch.cat(outs, dim=1) - z).abs().max() < 1e-13

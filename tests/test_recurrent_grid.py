@@ -9,7 +9,7 @@ import pytest
 
 from rlib.config import ConfigError
 from rlib.recurrent import claims, experiments, tables
-from rlib.recurrent.config import RecurrentConfig, lm_runs, task_runs
+from rlib.recurrent.config import RecurrentConfig, alibi_slopes, lm_runs, task_runs
 
 
 def test_shallow_models_keep_parameters_within_six_percent_below():
@@ -50,6 +50,18 @@ def test_bad_configs_fail_before_any_work():
         cfg.override(task_loss="none")
     with pytest.raises(ConfigError, match=r"loss_ablation_tasks \['memorization'\] are not in tasks"):
         cfg.override(loss_ablation_tasks=("memorization",))
+    with pytest.raises(ConfigError, match=r"task_alibi_max_bias=2: the flattest ALiBi head reaches 4 tokens"):
+        cfg.override(task_alibi_max_bias=2.0)  # the chapter's earlier set-up: no head reached the copy source
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
+def test_every_task_model_has_a_head_that_reaches_across_its_sequence(profile):
+    """Some head's ALiBi penalty stays within one logit from the last position back to the first one, for every
+    task of every profile (max bias 2 with 4 heads, the earlier set-up, cost 16 logits at T = 64)."""
+    cfg = RecurrentConfig.preset(profile)
+    flattest = min(alibi_slopes(cfg.task_width[1], cfg.task_alibi_max_bias))
+    for task, length in cfg.tasks:
+        assert flattest * (length - 1) <= 1.0, (profile, task, length, flattest)
 
 
 def test_counted_traffic_slopes():
@@ -108,3 +120,13 @@ def test_task_tables_keep_the_loss_ablation_apart():
     assert list(zip(losses["block"], losses["loss_on"], losses["token_acc"])) == [
         ("recurrent", "all", 0.1), ("recurrent", "scored", 0.9), ("transformer", "all", 0.4),
         ("transformer", "scored", 0.5)]
+
+
+def test_task_curve_table_keeps_every_point_with_chance():
+    results = [{"task": "copy", "block": b, "seed": 0, "loss_on": "scored", "ablation": False, "seq_len": 64,
+                "train": {"curve": [{"step": s, "train_loss": 1.0, "token_acc": 0.1 * s, "seq_acc": 0.0}
+                                    for s in (1, 2)]}} for b in ("recurrent", "transformer")]
+    results.append({**results[0], "train": {}})  # a run cached before curves existed: no rows, no error
+    table = tables.task_curve_table(results)
+    assert len(table) == 4 and set(table["step"]) == {1, 2}
+    assert table["chance"].iloc[0] == pytest.approx((31 / 26 + 1) / 32)

@@ -8,8 +8,8 @@ import torch
 
 from rlib.config import ConfigError
 from rlib.recurrent.config import RTConfig
-from rlib.recurrent.synthetic import FitConfig, TaskModel, evaluate, fit
-from rlib.recurrent.tasks import IGNORE, TASKS, TaskData, make_task
+from rlib.recurrent.synthetic import FitConfig, TaskModel, curve_steps, evaluate, fit
+from rlib.recurrent.tasks import IGNORE, TASKS, TaskData, chance_token_acc, copy_counting_ceiling, make_task
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
@@ -117,11 +117,39 @@ def test_fit_takes_its_loss_on_the_chosen_targets(loss_on):
 
 
 def test_one_rt_layer_learns_recall_beyond_elimination():
-    """The regression test for the chapter's fix (init, steep ALiBi head, scored-target loss): one RT layer must
+    """The regression test for the chapter's fix (init, standard ALiBi slopes, scored-target loss): one RT layer must
     recall values (token accuracy > 0.5), not only guess among the values seen so far (~0.3 at T = 16)."""
     train_data = make_task("in_context_recall", 4096, 16, seed=1)
     test_data = make_task("in_context_recall", 256, 16, seed=2)
-    config = RTConfig(vocab_size=train_data.vocab_size, d_model=64, n_layers=1, n_heads=4, alibi_max_bias=2.0)
+    config = RTConfig(vocab_size=train_data.vocab_size, d_model=64, n_layers=1, n_heads=4, alibi_max_bias=8.0)
     model = TaskModel(config, "lm", 16, tile_impl="reference")
     fit(model, train_data, FitConfig(epochs=8, batch_size=64, lr=3e-3, loss_on="scored"))
     assert evaluate(model, test_data)["token_acc"] > 0.5
+
+
+def test_curve_steps_spread_evenly_and_end_at_the_last_step():
+    assert curve_steps(1000, 4) == [250, 500, 750, 1000]
+    assert curve_steps(3, 10) == [1, 2, 3]  # more points than steps: each step once
+    assert curve_steps(100, 0) == []
+    with pytest.raises(ConfigError, match="curve_points=-1"):
+        FitConfig(epochs=1, batch_size=1, lr=1e-3, curve_points=-1)
+
+
+def test_fit_records_a_learning_curve_on_the_probe_without_timing_it():
+    data = make_task("in_context_recall", 64, 16, seed=1)
+    probe = make_task("in_context_recall", 16, 16, seed=2)
+    config = RTConfig(vocab_size=data.vocab_size, d_model=16, n_layers=1, n_heads=2, block="transformer")
+    model = TaskModel(config, "lm", 16)
+    trained = fit(model, data, FitConfig(epochs=2, batch_size=16, lr=1e-3, curve_points=4), probe=probe)
+    assert [p["step"] for p in trained["curve"]] == [2, 4, 6, 8] == curve_steps(trained["steps"], 4)
+    assert trained["curve"][-1]["token_acc"] == pytest.approx(evaluate(model, probe)["token_acc"])
+    assert fit(model, data, FitConfig(epochs=1, batch_size=16, lr=1e-3, curve_points=4))["curve"] == []  # no probe
+
+
+def test_copy_counting_ceiling_matches_the_hand_count():
+    """Two letters (seq_len 6): the first guess is right when both letters are equal (1/26) and half the time
+    otherwise; the second and the EOS are always right: ((1/26 + 25/52) + 1 + 1) / 3."""
+    assert copy_counting_ceiling(6, n=20_000) == pytest.approx((1 / 26 + 25 / 52 + 2) / 3, abs=0.005)
+    assert copy_counting_ceiling(4, n=100) == 1.0  # one letter left: always right
+    chance = chance_token_acc("copy", 64)
+    assert 3.0 * chance < copy_counting_ceiling(64, n=500) < 4.0 * chance  # the chapter's copy length: ~3.5x

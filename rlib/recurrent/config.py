@@ -20,8 +20,8 @@ from rlib.config import Checked, ConfigError, Preset
 from rlib.recurrent.tasks import TASKS
 from rlib.vocab import ScratchText
 
-__all__ = ["BLOCKS", "LOSS_TARGETS", "POSITIONS", "LMRun", "RTConfig", "RecurrentConfig", "TaskRun", "alibi_slopes",
-           "lm_config", "lm_runs", "task_runs"]
+__all__ = ["BLOCKS", "LOSS_TARGETS", "POSITIONS", "LMRun", "RTConfig", "RecurrentConfig", "TaskRun", "alibi_reach",
+           "alibi_slopes", "lm_config", "lm_runs", "task_runs"]
 
 BLOCKS = ("recurrent", "transformer")
 LOSS_TARGETS = ("all", "scored")  # a task model's loss on every next token (MAD) or on the scored targets only
@@ -87,6 +87,13 @@ def alibi_slopes(n_heads: int, max_bias: float) -> list[float]:
     return [2.0 ** (-max_bias * (h + 1) / n_heads) for h in range(n_heads)]
 
 
+def alibi_reach(n_heads: int, max_bias: float) -> float:
+    """Tokens back over which the flattest head's ALiBi penalty stays within one logit (1 / its slope): 2^max_bias,
+    whatever the head count. A layer whose sequences are longer than this has no head that can read position 0 from
+    the last position without fighting the bias (max bias 2 reaches 4 tokens; the standard 8 reaches 256)."""
+    return 1.0 / min(alibi_slopes(n_heads, max_bias))
+
+
 @dataclass(frozen=True)
 class RecurrentConfig(Preset):
     """Chapter 04's settings per profile."""
@@ -103,7 +110,10 @@ class RecurrentConfig(Preset):
     task_batch: int
     task_loss: str  # "all" next tokens (MAD) or only the "scored" targets; see rlib.recurrent.synthetic
     loss_ablation_tasks: tuple[str, ...]  # tasks also trained (first seed) with the other loss, both blocks
-    task_alibi_max_bias: float  # slopes 2^(-b (h + 1) / H); b = 2 with 4 heads gives MAD's 16-head steepest slopes
+    task_alibi_max_bias: float  # slopes 2^(-b (h + 1) / H): the standard b = 8 (OLMo's and the official code's
+    # default), so the flattest head reaches 2^8 = 256 tokens (checked against every task length below)
+    task_curve_points: int  # learning-curve evaluations per task run (on the first task_curve_probe test sequences)
+    task_curve_probe: int
     task_lr: float
     task_seeds: tuple[int, ...]
     tokenizer: str
@@ -125,8 +135,8 @@ class RecurrentConfig(Preset):
             check_lengths=(7,), traffic_lengths=(64, 256, 1024), latency_lengths=(16, 32), latency_shape=(32, 2, 2),
             tasks=(("in_context_recall", 16), ("copy", 16)), task_train=16, task_test=8, task_width=(16, 2),
             task_epochs=1, task_batch=8, task_lr=3e-3, task_loss="scored",
-            loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=2.0, task_seeds=(0,),
-            tokenizer="smollm2-135m",
+            loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0, task_curve_points=2,
+            task_curve_probe=8, task_seeds=(0,), tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
             lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_val_windows=2, lm_test_windows=2),
         "cpu": dict(
@@ -135,7 +145,8 @@ class RecurrentConfig(Preset):
             tasks=(("in_context_recall", 64), ("noisy_recall", 64), ("fuzzy_recall", 64),
                    ("selective_copying", 64), ("compression", 32), ("memorization", 32), ("copy", 64)),
             task_train=12_800, task_test=1280, task_width=(64, 4), task_epochs=5, task_batch=64, task_lr=3e-3,
-            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=2.0, task_seeds=(0,),
+            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0,
+            task_curve_points=10, task_curve_probe=256, task_seeds=(0,),
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
             lm_seq_len=64,
             lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
@@ -146,8 +157,9 @@ class RecurrentConfig(Preset):
             tasks=(("in_context_recall", 128), ("noisy_recall", 128), ("fuzzy_recall", 128),
                    ("selective_copying", 256), ("compression", 32), ("memorization", 32), ("copy", 128)),
             task_train=12_800, task_test=1280, task_width=(128, 8), task_epochs=50, task_batch=128, task_lr=1e-3,
-            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=4.0,
-            task_seeds=(0, 1, 2), tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0,
+            task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0,
+            task_curve_points=20, task_curve_probe=512, task_seeds=(0, 1, 2), tokenizer="smollm2-135m",
+            corpus="gutenberg-poetry", vocab_size=0,
             lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
             lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_val_windows=128, lm_test_windows=512),
     }
@@ -172,6 +184,16 @@ class RecurrentConfig(Preset):
             raise ConfigError(f"task_loss={self.task_loss!r}: choose from {list(LOSS_TARGETS)}")
         if not self.lm_seeds or not self.task_seeds:
             raise ConfigError("lm_seeds and task_seeds must name at least one seed")
+        reach = alibi_reach(self.task_width[1], self.task_alibi_max_bias)
+        too_long = [f"{name} ({length})" for name, length in self.tasks if length - 1 > reach]
+        if too_long:
+            raise ConfigError(f"task_alibi_max_bias={self.task_alibi_max_bias:g}: the flattest ALiBi head reaches "
+                              f"{reach:.0f} tokens, shorter than {', '.join(too_long)}; no head could read the start "
+                              f"of a sequence; use max bias >= {math.log2(max(t for _, t in self.tasks)):.1f} (the "
+                              "standard is 8)")
+        if self.task_curve_points < 0 or self.task_curve_probe < 1:
+            raise ConfigError(f"task_curve_points={self.task_curve_points} must be >= 0 and task_curve_probe="
+                              f"{self.task_curve_probe} >= 1")
 
     def text(self) -> ScratchText:
         """The corpus, tokenizer, compact vocabulary and window length of the language models."""

@@ -126,15 +126,15 @@ def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
                       alibi_max_bias=cfg.task_alibi_max_bias)
     torch.manual_seed(run.seed)
     model = TaskModel(config, train_data.head, run.seq_len, seed=run.seed)
-    trained = fit(model, train_data, FitConfig(cfg.task_epochs, cfg.task_batch, cfg.task_lr, seed=run.seed,
-                                                     loss_on=run.loss_on),
-                  desc=run.name)
+    fit_cfg = FitConfig(cfg.task_epochs, cfg.task_batch, cfg.task_lr, seed=run.seed, loss_on=run.loss_on,
+                        curve_points=cfg.task_curve_points)
+    trained = fit(model, train_data, fit_cfg, desc=run.name, probe=test_data.subset(slice(0, cfg.task_curve_probe)))
     return {"name": run.name, **dataclasses.asdict(run), "train": trained, "test": evaluate(model, test_data)}
 
 
 def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
     task_fields = (cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs, cfg.task_batch,
-                   cfg.task_lr, cfg.task_alibi_max_bias)
+                   cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe)
     return run_grid(task_runs(cfg), work, lambda r, slot: run_task(r, cfg), context=task_fields,
                     modules=CODE_MODULES, desc="task runs")
 

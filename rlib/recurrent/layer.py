@@ -84,8 +84,19 @@ class RTLayer(nn.Module):
         self.up = nn.Linear(d, config.ff_dim, bias=False)
         self.down = nn.Linear(config.ff_dim, d, bias=False)
         self.rotary = RotaryTable(head_dim, (config.rope_theta,)) if config.position == "rope" else None
-        slopes = alibi_slopes(heads, config.alibi_max_bias) if config.position == "alibi" else [0.0] * heads
-        self.register_buffer("slopes", torch.tensor(slopes, dtype=torch.float32), persistent=False)  # [H]
+        self._slope_values = alibi_slopes(heads, config.alibi_max_bias) if config.position == "alibi" else [0.0] * heads
+        self.register_buffer("slopes", torch.tensor(self._slope_values, dtype=torch.float64), persistent=False)  # [H]
+
+    def _apply(self, fn, recurse=True):
+        """Moves and casts like any module, but the ALiBi slopes stay exact fp64 (a bf16 or fp32 cast would round
+        them once, and every later cast would inherit that rounding); `slopes_in` rounds them per use."""
+        super()._apply(fn, recurse)
+        self.slopes = torch.tensor(self._slope_values, dtype=torch.float64, device=self.slopes.device)
+        return self
+
+    def slopes_in(self, dtype: torch.dtype) -> torch.Tensor:
+        """[H] ALiBi slopes in the accumulation dtype of activations in `dtype` (fp64 for fp64, else fp32)."""
+        return self.slopes.to(torch.float64 if dtype == torch.float64 else torch.float32)
 
     # ---- maps --------------------------------------------------------------------------------------------------
 
@@ -122,10 +133,13 @@ class RTLayer(nn.Module):
         h = x + alpha * self.o_proj(a)
         return h + alpha * self.down(F.gelu(self.up(self.ff_norm(h))))
 
-    def alibi(self, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
-        """[H, Tq, Tk] fp32: -slope_h (j - i) for query position j and key position i (zeros without ALiBi)."""
-        distance = (query_positions[:, None] - key_positions[None, :]).float()  # [Tq, Tk]
-        return -self.slopes[:, None, None] * distance.to(self.slopes.device)
+    def alibi(self, query_positions: torch.Tensor, key_positions: torch.Tensor,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """[H, Tq, Tk]: -slope_h (j - i) for query position j and key position i (zeros without ALiBi), in the
+        accumulation dtype of activations in `dtype`."""
+        slopes = self.slopes_in(dtype)
+        distance = (query_positions[:, None] - key_positions[None, :]).to(slopes.device, slopes.dtype)  # [Tq, Tk]
+        return -slopes[:, None, None] * distance
 
     # ---- the Transformer twin --------------------------------------------------------------------------------
 
@@ -133,5 +147,5 @@ class RTLayer(nn.Module):
         """A standard causal layer: keys and values from the input; -> z [B, T, D], k, v [B, Hkv, T, d]."""
         q, k, v = self.pre_attention(x, positions)
         causal = torch.ones(len(positions), len(positions), dtype=torch.bool, device=x.device).tril()
-        bias = self.alibi(positions, positions).masked_fill(~causal, float("-inf"))  # [H, T, T]
+        bias = self.alibi(positions, positions, x.dtype).masked_fill(~causal, float("-inf"))  # [H, T, T]
         return self.post_attention(x, attend(q, k, v, bias)), k, v

@@ -126,7 +126,7 @@ class RTModel(nn.Module):
             q, k_tmp, v_tmp = layer.pre_attention(x, position)
             k_cache[:, :, p] = k_tmp[:, :, 0]  # the temporary pair (a recurrent layer overwrites it below)
             v_cache[:, :, p] = v_tmp[:, :, 0]
-            bias = layer.alibi(position, key_positions)  # [H, 1, p + 1]
+            bias = layer.alibi(position, key_positions, x.dtype)  # [H, 1, p + 1]
             a = attend(q, k_cache[:, :, :p + 1], v_cache[:, :, :p + 1], bias)  # [B, H, 1, d]
             z = layer.post_attention(x, a)
             if self.config.block == "recurrent":

@@ -31,7 +31,7 @@ def naive_layer(layer: RTLayer, x: torch.Tensor, positions: torch.Tensor,
         raise ValueError(f"cache={cache!r}: use 'concat', 'preallocated' or 'auto'")
     n = x.shape[1]
     q, k_tmp, v_tmp = layer.pre_attention(x, positions)  # [B, H, N, d], [B, Hkv, N, d] x 2
-    bias = layer.alibi(positions, positions)  # [H, N, N]; row t, columns 0..t are used
+    bias = layer.alibi(positions, positions, x.dtype)  # [H, N, N]; row t, columns 0..t are used
     outputs: list[torch.Tensor] = []
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []

@@ -4,6 +4,7 @@
     plot_traffic        counted attention traffic per layer against N, naive vs tiled, log-log (Sec. 5)
     plot_latency        measured one-layer prefill time against N per implementation (Fig. 4)
     plot_tasks          token and sequence accuracy per synthetic task, RT vs Transformer (Figs. 5-6)
+    plot_task_curves    token accuracy on a probe set against training steps, one panel per task, chance dashed
     plot_lm_curves      validation loss against training steps, deep vs shallow-wide (Table 1's runs)
     plot_ablation       test NLL against learning rate with and without the pre-KV norm (Fig. 7)
     plot_gradient_paths ||dz_t/dx_1|| against t for several spectral radii of alpha V (Theorem 4.1)
@@ -21,8 +22,8 @@ from matplotlib.patches import Rectangle
 from kernels.tiled_prefill import tiles
 from rlib.plotting import PALETTE, new_figure
 
-__all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_tasks", "plot_tile_schedule",
-           "plot_traffic"]
+__all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_task_curves", "plot_tasks",
+           "plot_tile_schedule", "plot_traffic"]
 
 
 def _label(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -89,6 +90,38 @@ def plot_tasks(table: pd.DataFrame, title: str) -> Figure:
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(label)
     axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def plot_task_curves(curves: pd.DataFrame, title: str) -> Figure:
+    """`tables.task_curve_table`'s main runs: token accuracy against optimizer steps per task (one panel each), one
+    line per block and seed (later seeds fainter), and the task's chance accuracy as a dashed line."""
+    main = curves[~curves["ablation"].astype(bool)]
+    tasks = list(dict.fromkeys(main["task"]))
+    cols = min(4, max(1, len(tasks)))
+    rows_n = -(-len(tasks) // cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(2.6 * cols, 2.3 * rows_n), sharex=True, squeeze=False,
+                             layout="constrained")
+    colours = dict(zip(("recurrent", "transformer"), sns.color_palette(PALETTE, 2)))
+    first = main["seed"].min() if len(main) else 0
+    for ax, task in zip(axes.flat, tasks):
+        rows = main[main["task"] == task]
+        for (block, seed), run in rows.groupby(["block", "seed"], sort=False):
+            ax.plot(run["step"], run["token_acc"], marker="o", markersize=2.5, color=colours.get(block, "black"),
+                    alpha=1.0 if seed == first else 0.45, label=f"1 {block} layer" if seed == first else None)
+        ax.axhline(rows["chance"].iloc[0], linestyle="--", color="grey", linewidth=1, label="chance")
+        ax.set_title(task.replace("_", " "), fontsize=9)
+        ax.set_ylim(0, 1.02)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("token accuracy", fontsize=8)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("optimizer step", fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
     fig.suptitle(title)
     return fig
 

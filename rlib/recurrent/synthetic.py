@@ -7,6 +7,8 @@ a cosine schedule over the training set for a few epochs, on every next token (M
 scored targets (`loss_on="scored"`; in our CPU-scale probes MAD's loss, half of it unpredictable tokens, kept one
 RT layer at chance on recall, while the scored targets alone taught it). Scoring reports token accuracy (argmax
 over scored targets) and sequence accuracy (every scored target of a sequence right), as the paper's Figs. 5-6 do.
+With a probe set, `fit` also records a learning curve (both accuracies at evenly spaced steps), which tells "not
+learned yet" (a curve still rising at the end) from "not learnable" (flat at chance).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +29,7 @@ from rlib.recurrent.layer import RMSNorm
 from rlib.recurrent.model import RTModel
 from rlib.recurrent.tasks import IGNORE, TaskData
 
-__all__ = ["LOSS_TARGETS", "FitConfig", "TaskModel", "evaluate", "fit"]
+__all__ = ["LOSS_TARGETS", "FitConfig", "TaskModel", "curve_steps", "evaluate", "fit"]
 
 
 
@@ -72,14 +75,26 @@ class FitConfig:
     warmup_fraction: float = 0.05
     seed: int = 0
     loss_on: str = "all"  # "all": every next token, as MAD trains; "scored": only the targets accuracy is scored on
+    curve_points: int = 0  # evaluations of the probe set spread evenly over training (the last one at the end)
 
     def __post_init__(self) -> None:
         if self.loss_on not in LOSS_TARGETS:
             raise ConfigError(f"loss_on={self.loss_on!r}: choose from {list(LOSS_TARGETS)}")
+        if self.curve_points < 0:
+            raise ConfigError(f"curve_points={self.curve_points} must be >= 0 (0 = no learning curve)")
 
 
-def fit(model: TaskModel, data: TaskData, cfg: FitConfig, desc: str = "train") -> dict[str, float]:
-    """AdamW over `data` for cfg.epochs (cosine schedule to 0 after a linear warm-up); returns loss and time."""
+def curve_steps(total: int, points: int) -> list[int]:
+    """The steps (1-based counts of optimizer steps taken) after which a learning curve evaluates: `points` evenly
+    spread, the last one at `total`."""
+    return sorted({max(1, round(total * (i + 1) / points)) for i in range(points)}) if points else []
+
+
+def fit(model: TaskModel, data: TaskData, cfg: FitConfig, desc: str = "train",
+        probe: TaskData | None = None) -> dict[str, Any]:
+    """AdamW over `data` for cfg.epochs (cosine schedule to 0 after a linear warm-up); returns loss, time and, with
+    `probe` and cfg.curve_points, the learning curve: `evaluate(probe)` after each of `curve_steps` (the evaluation
+    time is not counted in `seconds`)."""
     generator = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
@@ -92,6 +107,9 @@ def fit(model: TaskModel, data: TaskData, cfg: FitConfig, desc: str = "train") -
     bar = progress(range(total), desc=desc, unit="step", leave=False)
     order = torch.randperm(len(data), generator=generator)
     targets = data.train_targets if cfg.loss_on == "all" else data.targets  # [n, T]
+    checkpoints = set(curve_steps(total, cfg.curve_points)) if probe is not None else set()
+    curve: list[dict[str, float]] = []
+    paused = 0.0
     for step in bar:
         if step and step % steps_per_epoch == 0:
             order = torch.randperm(len(data), generator=generator)
@@ -107,7 +125,14 @@ def fit(model: TaskModel, data: TaskData, cfg: FitConfig, desc: str = "train") -
         loss_value = loss.item()
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{loss_value:.3f}")
-    return {"final_loss": loss_value, "seconds": time.perf_counter() - started, "steps": total}
+        if step + 1 in checkpoints:
+            pause = time.perf_counter()
+            scores = evaluate(model, probe)
+            curve.append({"step": step + 1, "train_loss": loss_value, "token_acc": scores["token_acc"],
+                          "seq_acc": scores["seq_acc"]})
+            paused += time.perf_counter() - pause
+    return {"final_loss": loss_value, "seconds": time.perf_counter() - started - paused, "steps": total,
+            "curve": curve}
 
 
 @torch.no_grad()

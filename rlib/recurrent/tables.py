@@ -7,6 +7,8 @@
     lm_curves        validation loss against steps for every run
     task_seed_table  the main task runs per seed (the seed spread behind task_table's means; the claims' s.d.)
     lm_validation_table  validation NLL per step of the main LM runs, by block, depth and seed (the claims' curves)
+    task_curve_table     token and sequence accuracy on a probe set against training steps, every task run, with
+                         the task's chance accuracy (is a run at chance, still learning, or flat?)
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["ablation_table", "lm_curves", "lm_table", "lm_validation_table", "loss_table", "task_seed_table",
-           "task_table"]
+from rlib.recurrent.tasks import chance_token_acc
+
+__all__ = ["ablation_table", "lm_curves", "lm_table", "lm_validation_table", "loss_table", "task_curve_table",
+           "task_seed_table", "task_table"]
 
 
 def _task_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -95,3 +99,12 @@ def lm_validation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
                             "val_loss": r["curve"]["val_loss"]}) for r in main]
     columns = ["block", "depth", "n_layers", "d_model", "seed", "step", "val_loss"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def task_curve_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per task run and evaluated step: accuracies on the probe set, the train loss then, and chance."""
+    columns = ["task", "block", "seed", "loss_on", "ablation", "step", "train_loss", "token_acc", "seq_acc", "chance"]
+    rows = [{"task": r["task"], "block": r["block"], "seed": r["seed"], "loss_on": r["loss_on"],
+             "ablation": r["ablation"], **point, "chance": chance_token_acc(r["task"], r["seq_len"])}
+            for r in results for point in r["train"].get("curve", [])]
+    return pd.DataFrame(rows, columns=columns)

@@ -26,7 +26,7 @@ import torch
 
 from rlib.config import ConfigError
 
-__all__ = ["IGNORE", "TASKS", "TaskData", "make_task"]
+__all__ = ["IGNORE", "TASKS", "TaskData", "chance_token_acc", "copy_counting_ceiling", "make_task"]
 
 IGNORE = -100
 
@@ -178,6 +178,43 @@ TASKS = {
     "memorization": memorization,
     "copy": copy_task,
 }
+
+
+def chance_token_acc(task: str, seq_len: int) -> float:
+    """Token accuracy of a uniform guess over the task's answer alphabet (rlib.recurrent.tasks' generators)."""
+    if task in ("in_context_recall", "noisy_recall", "fuzzy_recall"):
+        return 1 / 8  # values 8..15 (recall, noisy recall) or value motifs from 7..14 (fuzzy recall)
+    if task == "selective_copying":
+        return 1 / 14  # content tokens 0..13
+    if task == "compression":
+        return ((seq_len - 1) / 15 + 1) / seq_len  # seq_len - 1 tokens from 15, the compression token is fixed
+    if task == "memorization":
+        return 1 / 127  # values 127..253
+    if task == "copy":
+        letters = (seq_len - 2) // 2
+        return (letters / 26 + 1) / (letters + 1)  # 26 letters; the EOS after the copy is fixed
+    raise KeyError(f"chance accuracy of task {task!r}")
+
+
+def copy_counting_ceiling(seq_len: int, n: int = 2000, seed: int = 0, alphabet: int = 26) -> float:
+    """Token accuracy on `copy` of the best reader that only knows which letters are still to be copied (the first
+    copy's letter counts minus those already copied) and guesses the most frequent of them, EOS always right.
+
+    One attention layer without recurrence can learn at most this on copy: its keys and values at position i come
+    from token i alone and ALiBi's bias is monotone in distance, so no query can single out the letter one copy-length
+    back; what it can read is a distance-weighted mix of the tokens seen (paper 002, Sec. 7.1's argument for why a
+    1-layer Transformer cannot copy). An exact simulation over `n` random strings."""
+    rng = np.random.default_rng(seed)
+    letters = (seq_len - 2) // 2
+    hits = 0.0
+    for _ in range(n):
+        string = rng.integers(0, alphabet, size=letters)
+        left = np.bincount(string, minlength=alphabet).astype(float)
+        for letter in string:
+            best = left.max()
+            hits += float(left[letter] == best) / float((left == best).sum())  # a tie is broken uniformly
+            left[letter] -= 1
+    return (hits / n + 1) / (letters + 1)
 
 
 def make_task(name: str, n: int, seq_len: int, seed: int) -> TaskData:

@@ -26,8 +26,8 @@ from rlib.recurrent.layer import RTLayer, accumulation_dtype, expand_heads
 __all__ = ["tiled_layer"]
 
 
-def _slopes(layer: RTLayer) -> torch.Tensor | None:
-    return layer.slopes if layer.config.position == "alibi" else None
+def _slopes(layer: RTLayer, dtype: torch.dtype) -> torch.Tensor | None:
+    return layer.slopes_in(dtype) if layer.config.position == "alibi" else None
 
 
 def _sum_groups(x: torch.Tensor, kv_heads: int) -> torch.Tensor:
@@ -50,7 +50,7 @@ def tiled_forward(layer: RTLayer, x: torch.Tensor, positions: torch.Tensor,
     acc = expand_heads(v_tmp, heads).to(dtype).contiguous()  # [B, H, N, d]
     keys, values = torch.empty_like(k_tmp).contiguous(), torch.empty_like(v_tmp).contiguous()
     z = torch.empty_like(x)
-    slopes = _slopes(layer)
+    slopes = _slopes(layer, x.dtype)
     for t in range(n):
         a_t = acc[:, :, t:t + 1] / den[:, :, t:t + 1, None]  # [B, H, 1, d]
         z_t = layer.post_attention(x[:, t:t + 1], a_t)  # [B, 1, D]
@@ -71,7 +71,7 @@ def tiled_backward(layer: RTLayer, x: torch.Tensor, positions: torch.Tensor, sav
     n = x.shape[1]
     kv_heads = layer.config.kv_heads
     z, a, lse = saved["z"], saved["a"], saved["lse"]
-    slopes = _slopes(layer)
+    slopes = _slopes(layer, x.dtype)
     with torch.enable_grad():
         x_in = x.detach().requires_grad_(True)
         q, k_tmp, v_tmp = layer.pre_attention(x_in, positions)
