@@ -108,6 +108,18 @@ run.figure(plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "
 run.table(tables.router_table(results), "routers");
 
 # %% [markdown]
+# ## The gate or the routing? (ours)
+#
+# MoR-EC adds each recursion as x + g f(x), with the router's score g (alpha 0.1 times a sigmoid), while the
+# Recursive baseline runs x <- f(x): the two differ in routing *and* in a gate. The paper has no ablation that
+# separates them, so the book trains, at the same isoFLOP budget and seeds as the main comparison: MoR-EC with the
+# gate scaled by 1, MoR-EC with no gate (x <- f(x) for the kept tokens; its router then learns only from its
+# auxiliary loss), and the Recursive model with MoR's gate on every token (capacity 1 at every recursion).
+
+# %%
+run.table(tables.gate_table(results, cfg.n_recursions), "gates");
+
+# %% [markdown]
 # ## Parameter sharing (Table 8) and KV sharing (Table 12)
 
 # %%

@@ -285,3 +285,58 @@ def test_flops_cost_model_against_the_released_configs():
     assert "MoR-3 EC 14160 vs 14161" in table.loc["mor.ours.flops_cost_model", "measured"]
     moved = paper.assign(released_steps=np.where(paper["model"] == "Vanilla", 9440, paper["released_steps"]))
     assert verdict({"paper_budgets": moved}, "mor.ours.flops_cost_model") == "not held"
+
+
+def _gate_results(replace_nll: tuple[float, float], gated_rec_nll: tuple[float, float] = (6.30, 6.31)) -> list[dict]:
+    """Run records of the main Nr's isoFLOP Recursive and MoR-EC runs and the three gate variants, 2 seeds."""
+    from rlib.mor.config import gate_ablation_spec
+
+    nr = CPU.n_recursions
+    rows = [("", MoRSpec.recursive(nr), (6.42, 6.43)), ("", MoRSpec.expert(nr), (5.90, 5.91)),
+            ("ec_alpha1", gate_ablation_spec("ec_alpha1", nr), (6.0, 6.05)),
+            ("ec_replace", gate_ablation_spec("ec_replace", nr), replace_nll),
+            ("rec_gated", gate_ablation_spec("rec_gated", nr), gated_rec_nll),
+            ("", MoRSpec.expert(2), (5.5, 5.5))]  # another Nr: not in the table
+    import dataclasses
+
+    return [{"name": f"{tag}-{spec.n_recursions}-{spec.routing}-s{seed}", "label": spec.label(), "tag": tag,
+             "budget": "flops", "seed": seed, "spec": dataclasses.asdict(spec), "n_layers": 14, "params": 4.7e6,
+             "flops_per_token": 2e7, "train_flops": 5e12, "tokens": 2e5, "tokens_per_s": 1e3, "seconds": 100.0,
+             "after": {"nll": nll[seed], "nll_causal": nll[seed] + 0.01}}
+            for tag, spec, nll in rows for seed in (0, 1)]
+
+
+def test_gate_table_pairs_every_variant_with_the_main_runs():
+    table = tables.gate_table(_gate_results((6.2, 6.25)), CPU.n_recursions)
+    assert len(table) == 10 and set(table["seed"]) == {0, 1}
+    by_tag = table[table["seed"] == 0].set_index(["model", "tag"])
+    assert by_tag.loc[("Recursive", ""), "gate"] == "none (x <- f(x))" and not by_tag.loc[("Recursive", ""), "routed"]
+    assert by_tag.loc[("Recursive", "rec_gated"), "gate"].startswith("gated") and \
+        not by_tag.loc[("Recursive", "rec_gated"), "routed"]
+    assert by_tag.loc[("MoR-EC", "ec_replace"), "routed"] and by_tag.loc[("MoR-EC", "ec_replace"), "nll"] == 6.2
+
+
+def test_gate_ablation_claim_flips_on_the_ungated_mor():
+    claim = "mor.ours.gate_ablation"
+    held = judged({"gates": tables.gate_table(_gate_results((6.2, 6.25)), CPU.n_recursions)})
+    assert held.loc[claim, "verdict"] == "held" and "MoR-EC no gate 6.2000" in held.loc[claim, "measured"]
+    lost = judged({"gates": tables.gate_table(_gate_results((6.5, 6.41)), CPU.n_recursions)})
+    assert lost.loc[claim, "verdict"] == "not held" and lost.loc[claim, "diagnosis"] == "setup"
+    assert "the gate, which the Recursive baseline lacks, carries part" in lost.loc[claim, "evidence"]
+    no_help = judged({"gates": tables.gate_table(_gate_results((6.5, 6.41), (6.5, 6.5)), CPU.n_recursions)})
+    assert "the gate alone does not help the Recursive model" in no_help.loc[claim, "evidence"]
+    one_seed = judged({"gates": tables.gate_table(_gate_results((6.2, 6.25)), CPU.n_recursions).query("seed == 0")})
+    assert one_seed.loc[claim, "verdict"] == "not measured" and ">= 2 paired seeds" in one_seed.loc[claim, "measured"]
+
+
+def test_gate_ablation_variants_in_the_grid():
+    from rlib.config import ConfigError
+    from rlib.mor.config import variants
+
+    tagged = [v for v in variants(CPU) if v.tag in CPU.gate_ablations and v.budget == "flops"]
+    assert sorted((v.tag, v.seed) for v in tagged) == sorted((t, s) for t in CPU.gate_ablations for s in CPU.seeds)
+    assert all(v.spec.n_recursions == CPU.n_recursions for v in tagged)
+    gated = next(v.spec for v in tagged if v.tag == "rec_gated")
+    assert all(gated.capacity(r) == 1.0 for r in range(gated.n_recursions)) and gated.gating == "weighted"
+    with pytest.raises(ConfigError, match=r"gate_ablations \['ungated'\] unknown"):
+        CPU.override(gate_ablations=("ungated",))

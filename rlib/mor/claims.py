@@ -255,7 +255,7 @@ SPECS: tuple[ClaimSpec, ...] = (
           "no gate; the paper has no ablation separating gate from routing.",
           "New, 2 seeds at the isoFLOP budget: MoR-EC alpha 0.1 / 1.0, MoR-EC with gating 'replace', Recursive with "
           "the same gate on every token; held if nll(MoR-EC 'replace') < nll(Recursive) in every paired seed.",
-          "main.csv", ours=True),
+          "gates.csv", ours=True),
     _spec("mor.ours.flops_cost_model", "App. C (FLOPs approximation), App. D (relative maximum batch), Table 2",
           "Budgets count forward FLOPs only (linear 2 x params, attention over the causal half, MoR at each "
           "recursion's length), giving the released 360M configs' step counts and the relative maximum batches 42 / "
@@ -282,8 +282,6 @@ NEEDS = {
                                          "at different times on a shared machine); the gpu profile is the place",
     "mor.fig5a.compute_optimal": "needs: a grid of Vanilla, Recursive and MoR EC at >= 3 widths x the budget_sweep "
                                  "budgets (a cpu-long profile)",
-    "mor.ours.gate_ablation": "needs: MoR-EC (alpha 0.1, alpha 1.0, gating 'replace') and a gated Recursive model at "
-                              "the isoFLOP budget, 2 seeds (issue 24 item 3)",
     "mor.tab13.relaxation": "needs: Recursive-Nr Middle-Cycle runs with Enc, LoRA, DoRA and Adapt-P relaxations at the "
                             "ablation budget (issue 24 item 5)",
     "mor.tab3.fewshot_column": "needs: every main.csv model scored on the book's local few-shot suite (rlib.tasks / "
@@ -898,6 +896,46 @@ def _test_time_scaling(tables, cfg) -> Verdict:
         "budget", f"NLL gain from depth cap 1 to full depth per model and seed: {said}; MoR EC hardly uses its deeper "
                   "recursions at this budget, so depth use has not formed yet; needs: depth-cap NLL at checkpoints up "
                   "to >= 4x tokens with the mean gate per step, and mor.ours.gate_ablation"))
+
+
+# ------------------------------------------------------------------------------------------- gate ablation (ours)
+
+
+@_judges("mor.ours.gate_ablation")
+def _gate_ablation(tables, cfg) -> Verdict:
+    gates = _table(tables, "gates")
+    wide = gates.pivot_table(index="seed", columns=["model", "tag"], values="nll")
+    needed = {("Recursive", ""): "the Recursive baseline", ("MoR-EC", "ec_replace"): "MoR-EC with gating 'replace'"}
+    missing = [what for key, what in needed.items() if key not in wide.columns]
+    if missing:
+        raise Missing(f"needs: {' and '.join(missing)} in gates.csv (gate_ablations of the config)")
+    names = {("Recursive", ""): "Recursive", ("Recursive", "rec_gated"): "Recursive + gate",
+             ("MoR-EC", ""): "MoR-EC a0.1", ("MoR-EC", "ec_alpha1"): "MoR-EC a1.0",
+             ("MoR-EC", "ec_replace"): "MoR-EC no gate"}
+    paired = wide.dropna(subset=list(needed))
+    measured = "; ".join(f"seed {seed}: " + ", ".join(f"{names[key]} {row[key]:.4f}" for key in names
+                                                      if key in row.index and np.isfinite(row[key]))
+                         for seed, row in paired.iterrows())
+    if len(paired) < 2:
+        raise Missing(f"needs: >= 2 paired seeds of gates.csv (has {len(paired)}): {measured}")
+    win = paired[("Recursive", "")] - paired[("MoR-EC", "ec_replace")]  # > 0: routing alone still beats Recursive
+    held = bool((win > 0).all())
+    if held:
+        return Verdict(True, measured + f"; Recursive - MoR-EC no gate = {', '.join(f'{w:+.4f}' for w in win)}")
+    evidence = [f"without the gate MoR-EC is {'behind' if (win <= 0).all() else 'not ahead in every seed'} "
+                f"(Recursive - no gate: {', '.join(f'{w:+.4f}' for w in win)}); its router gets no language-model "
+                "gradient then (only the aux loss trains it)"]
+    conclusion = "the comparison cannot tell routing from the gate without a trained ungated router"
+    if ("Recursive", "rec_gated") in paired.columns:
+        gate_gain = paired[("Recursive", "")] - paired[("Recursive", "rec_gated")]
+        evidence.append(f"the gate alone changes the Recursive model by {', '.join(f'{g:+.4f}' for g in gate_gain)} "
+                        "nats (Recursive - Recursive + gate; > 0 = the gate helps)")
+        if (gate_gain > 0).all():
+            conclusion = "the gate, which the Recursive baseline lacks, carries part of MoR's isoFLOP win"
+        else:
+            conclusion = ("the gate alone does not help the Recursive model, so the shortfall is routing without a "
+                          "trained router, not the missing gate")
+    return Verdict(False, measured, ("setup", "; ".join(evidence) + f": {conclusion}"))
 
 
 # -------------------------------------------------------------------------------------------------- Table 14, Figs. 7-8

@@ -10,6 +10,10 @@ three budgets:
     "tokens"    as many tokens as vanilla gets at that budget (Table 3's fixed-token rows)
     "ablation"  `cfg.ablation_tokens` tokens, the same for every model (Tables 4/8/10/11/12 train on 10B tokens)
 
+Gate ablations (ours, issue 24 item 3) separate MoR's gate from its routing at the isoFLOP budget, every seed:
+`ec_alpha1` (the gate scaled by 1, not 0.1), `ec_replace` (x <- f(x): the router only selects), `rec_gated` (every
+token at every recursion, x <- x + g f(x): the Recursive baseline with MoR's gate).
+
 `BudgetSweepConfig` adds Fig. 3's budget axis; `UptrainConfig` / `UptrainRun` the up-training of a pretrained
 checkpoint with each sharing strategy (Sec. 3.2, App. D.2, Table 9).
 """
@@ -28,8 +32,8 @@ from rlib.mor.spec import MoRSpec
 from rlib.train import TrainConfig
 from rlib.vocab import ScratchText
 
-__all__ = ["BUDGETS", "ROUTER_ABLATIONS", "BudgetSweepConfig", "MoRConfig", "MoRVariant", "UptrainConfig",
-           "UptrainRun", "unrolled_layers", "uptrain_runs", "variants"]
+__all__ = ["BUDGETS", "GATE_ABLATIONS", "ROUTER_ABLATIONS", "gate_ablation_spec", "BudgetSweepConfig", "MoRConfig",
+           "MoRVariant", "UptrainConfig", "UptrainRun", "unrolled_layers", "uptrain_runs", "variants"]
 
 
 BUDGETS = ("flops", "tokens", "ablation")
@@ -46,6 +50,20 @@ ROUTER_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "tc_mlp": ("token", dict(router_arch="mlp")),
     "tc_no_z": ("token", dict(z_coef=0.0)),
 }
+
+
+GATE_ABLATIONS = ("ec_alpha1", "ec_replace", "rec_gated")
+
+
+def gate_ablation_spec(name: str, n_recursions: int) -> MoRSpec:
+    """The MoR-EC variant of a gate ablation (GATE_ABLATIONS; module docstring)."""
+    if name == "ec_alpha1":
+        return MoRSpec.expert(n_recursions, alpha=1.0)
+    if name == "ec_replace":  # the router gets no language-model gradient: only its aux loss trains it
+        return MoRSpec.expert(n_recursions, gating="replace")
+    if name == "rec_gated":  # capacity 1 at every step: no routing, MoR's gate on every token (no aux: nothing to fix)
+        return MoRSpec.expert(n_recursions, capacities=(1.0,) * n_recursions, aux="none", aux_coef=0.0)
+    raise ConfigError(f"gate ablation {name!r} unknown; choose from {list(GATE_ABLATIONS)}")
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,7 @@ class MoRConfig(Preset):
     decode_windows: int  # windows decoded token by token for the causal-routing agreement
     precision: str
     head_dim: int = 64
+    gate_ablations: tuple[str, ...] = ()  # GATE_ABLATIONS at the isoFLOP budget, every seed (ours)
 
     PRESETS = {
         "smoke": dict(
@@ -86,7 +105,7 @@ class MoRConfig(Preset):
             d_ffn=128, n_layers=8, seq_len=32, n_recursions=3, extra_recursions=(), budget=4e8, ablation_tokens=256,
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
-            decode_windows=1, precision="bf16", head_dim=32),
+            decode_windows=1, precision="bf16", head_dim=32, gate_ablations=("ec_replace", "rec_gated")),
         # ~40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=8192, d_model=256, n_heads=4,
@@ -94,20 +113,24 @@ class MoRConfig(Preset):
             ablation_tokens=160_000, batch_size=16, micro_batch_size=16, lr=3e-3, warmup_frac=0.05, seeds=(0, 1),
             router_ablations=("ec_aux_router", "ec_tanh", "ec_alpha1", "tc_loss_free"),
             sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=32,
-            eval_windows=64, evals_per_run=6, decode_windows=8, precision="bf16"),
+            eval_windows=64, evals_per_run=6, decode_windows=8, precision="bf16", gate_ablations=GATE_ABLATIONS),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             d_ffn=1536, n_layers=14, seq_len=512, n_recursions=3, extra_recursions=(2, 4), budget=2e15,
             ablation_tokens=50_000_000, batch_size=64, micro_batch_size=32, lr=3e-3, warmup_frac=0.05,
             seeds=(0, 1, 2), router_ablations=tuple(ROUTER_ABLATIONS),
             sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=128,
-            eval_windows=256, evals_per_run=10, decode_windows=32, precision="bf16"),
+            eval_windows=256, evals_per_run=10, decode_windows=32, precision="bf16", gate_ablations=GATE_ABLATIONS),
     }
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.router_ablations if a not in ROUTER_ABLATIONS]
         if unknown:
             raise ConfigError(f"router_ablations {unknown} unknown; choose from {list(ROUTER_ABLATIONS)}")
+        object.__setattr__(self, "gate_ablations", tuple(self.gate_ablations))
+        unknown = [a for a in self.gate_ablations if a not in GATE_ABLATIONS]
+        if unknown:
+            raise ConfigError(f"gate_ablations {unknown} unknown; choose from {list(GATE_ABLATIONS)}")
         for nr in (self.n_recursions, *self.extra_recursions):
             if (self.n_layers - 2) % nr:
                 raise ConfigError(f"n_layers={self.n_layers}: Middle-Cycle needs (L - 2) divisible by Nr={nr}")
@@ -194,6 +217,8 @@ def variants(cfg: MoRConfig) -> list[MoRVariant]:
         runs += [MoRVariant(MoRSpec.recursive(nr, kv="share"), "ablation", first),
                  MoRVariant(MoRSpec.expert(nr, kv="share"), "ablation", first),
                  MoRVariant(MoRSpec.token(nr, kv="share"), "ablation", first)]
+    for seed in cfg.seeds:  # the gate ablations, paired with the main grid's MoR-EC and Recursive seeds
+        runs += [MoRVariant(gate_ablation_spec(name, nr), "flops", seed, tag=name) for name in cfg.gate_ablations]
     names = [v.name for v in runs]
     return [v for i, v in enumerate(runs) if v.name not in names[:i]]
 

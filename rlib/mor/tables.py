@@ -29,9 +29,9 @@ from rlib.mor.model import MoRDecoder
 from rlib.mor.spec import MoRSpec
 from rlib.vocab import CompactVocab
 
-__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "depth_text", "kv_bytes", "kv_bytes_table",
-           "kv_geometry_tables", "kv_table", "main_table", "paper_budget_table", "router_output_tables", "router_table",
-           "sharing_table", "token_depth_table", "uptrain_table"]
+__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "depth_text", "gate_table", "kv_bytes",
+           "kv_bytes_table", "kv_geometry_tables", "kv_table", "main_table", "paper_budget_table",
+           "router_output_tables", "router_table", "sharing_table", "token_depth_table", "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -94,6 +94,30 @@ def router_table(results: list[dict[str, Any]]) -> pd.DataFrame:
                      "maxvio": m.get("maxvio", np.nan), "entropy": m.get("entropy", np.nan),
                      "nll": r["after"]["nll"], "nll_causal": r["after"].get("nll_causal", np.nan)})
     return pd.DataFrame(rows)
+
+
+GATE_ROWS = {"": "gated (alpha 0.1)", "ec_alpha1": "gated (alpha 1.0)", "ec_replace": "no gate: x <- f(x)",
+             "rec_gated": "gated (alpha 0.1) on every token"}
+
+
+def gate_table(results: list[dict[str, Any]], n_recursions: int) -> pd.DataFrame:
+    """The gate ablation (ours): per seed at the isoFLOP budget, the Recursive baseline (no gate), MoR-EC (gated)
+    and every gate variant of the config (`rlib.mor.config.GATE_ABLATIONS`), Middle-Cycle with recursion-wise
+    caching at the main Nr. `routed`: only the top-k tokens recurse; `gate`: how the recursion's output enters."""
+    df = _flat(results)
+    df = df[(df["budget"] == "flops") & (df["nr"] == n_recursions) & (df["kv"] == "cache")
+            & (df["sharing"] == "middle_cycle") & df["tag"].isin(list(GATE_ROWS))]
+    df = df[((df["routing"] == "none") & (df["tag"] == "")) | (df["routing"] == "expert")]
+    rows = []
+    for r in df.itertuples():
+        recursive = r.routing == "none"
+        rows.append({"model": "Recursive" if recursive or r.tag == "rec_gated" else "MoR-EC", "tag": r.tag,
+                     "routed": not recursive and r.tag != "rec_gated",
+                     "gate": "none (x <- f(x))" if recursive else GATE_ROWS[r.tag], "seed": r.seed,
+                     "tokens_m": r.tokens_m, "train_flops_e12": r.train_flops_e12, "nll": r.nll,
+                     "nll_causal": r.nll_causal})
+    columns = ["model", "tag", "routed", "gate", "seed", "tokens_m", "train_flops_e12", "nll", "nll_causal"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["seed", "model", "tag"]).reset_index(drop=True)
 
 
 def sharing_table(results: list[dict[str, Any]]) -> pd.DataFrame:
