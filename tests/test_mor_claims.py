@@ -320,6 +320,13 @@ def test_gate_ablation_claim_flips_on_the_ungated_mor():
     claim = "mor.ours.gate_ablation"
     held = judged({"gates": tables.gate_table(_gate_results((6.2, 6.25)), CPU.n_recursions)})
     assert held.loc[claim, "verdict"] == "held" and "MoR-EC no gate 6.2000" in held.loc[claim, "measured"]
+    assert "the gate alone gives +0.1200, +0.1200" in held.loc[claim, "measured"]  # 6.42 - 6.30, 6.43 - 6.31
+    import io
+
+    buffer = io.StringIO()  # as the ledger reads it back from gates.csv: an empty tag comes back as NaN
+    tables.gate_table(_gate_results((6.2, 6.25)), CPU.n_recursions).to_csv(buffer, index=False)
+    buffer.seek(0)
+    assert verdict({"gates": pd.read_csv(buffer)}, claim) == "held"
     lost = judged({"gates": tables.gate_table(_gate_results((6.5, 6.41)), CPU.n_recursions)})
     assert lost.loc[claim, "verdict"] == "not held" and lost.loc[claim, "diagnosis"] == "setup"
     assert "the gate, which the Recursive baseline lacks, carries part" in lost.loc[claim, "evidence"]

@@ -337,3 +337,28 @@ def test_copying_budget_diagnosis_reads_the_learning_curves():
     judged = _judge(_copying(4.0, 2.2))
     assert "token acc gained over the last 30 % of the 1,000 steps (task_curves): RT selective_copying +0.050" in \
         judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]
+
+
+def test_a_flat_rt_curve_is_diagnosed_as_a_plateau_not_a_disagreement():
+    """RT behind the Transformer on one task with a flat curve, while it jumped off the same plateau on another task:
+    the budget (a plateau not yet left), with both curves as evidence; without curves the old reading stands."""
+    per_seed = pd.DataFrame([{"task": t, "block": b, "seed": 0, "token_acc": acc, "seq_acc": seq}
+                             for t, b, acc, seq in (("in_context_recall", "recurrent", 1.0, 1.0),
+                                                    ("in_context_recall", "transformer", 0.8, 0.0),
+                                                    ("noisy_recall", "recurrent", 0.17, 0.0),
+                                                    ("noisy_recall", "transformer", 0.79, 0.01))])
+    means = per_seed.assign(token_acc_sd=float("nan"), seeds=1)
+    curve = {("in_context_recall", "recurrent"): [0.16, 0.16, 0.97, 1.0], ("noisy_recall", "recurrent"): [0.17] * 4,
+             ("in_context_recall", "transformer"): [0.5, 0.6, 0.7, 0.8],
+             ("noisy_recall", "transformer"): [0.5, 0.6, 0.7, 0.79]}
+    curves = pd.DataFrame([{"task": t, "block": b, "seed": 0, "loss_on": "scored", "ablation": False, "step": s,
+                            "train_loss": 1.0, "token_acc": acc, "seq_acc": 0.0, "chance": 0.125}
+                           for (t, b), accs in curve.items() for s, acc in zip((100, 200, 300, 400), accs)])
+    judged = _judge({"tasks": means, "task_seeds": per_seed, "task_curves": curves})
+    for claim in ("rt.fig6.rt_ahead_token_level", "rt.fig5.recall_sequence_accuracy"):
+        assert judged.loc[claim, "verdict"] == "not held" and judged.loc[claim, "diagnosis"] == "budget"
+        assert "a plateau it has not left" in judged.loc[claim, "evidence"]
+        assert "on in_context_recall the same layer sat at 0.16 until step 200, then reached 0.97 by step 300" in \
+            judged.loc[claim, "evidence"]
+    without = _judge({"tasks": means, "task_seeds": per_seed})
+    assert without.loc["rt.fig6.rt_ahead_token_level", "diagnosis"] == "disagrees with the paper"

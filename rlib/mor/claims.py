@@ -901,9 +901,14 @@ def _test_time_scaling(tables, cfg) -> Verdict:
 # ------------------------------------------------------------------------------------------- gate ablation (ours)
 
 
+def _signed(values: pd.Series) -> str:
+    return ", ".join(f"{v:+.4f}" for v in values)
+
+
 @_judges("mor.ours.gate_ablation")
 def _gate_ablation(tables, cfg) -> Verdict:
     gates = _table(tables, "gates")
+    gates = gates.assign(tag=gates["tag"].fillna(""))  # an empty tag reads back from CSV as NaN
     wide = gates.pivot_table(index="seed", columns=["model", "tag"], values="nll")
     needed = {("Recursive", ""): "the Recursive baseline", ("MoR-EC", "ec_replace"): "MoR-EC with gating 'replace'"}
     missing = [what for key, what in needed.items() if key not in wide.columns]
@@ -921,14 +926,22 @@ def _gate_ablation(tables, cfg) -> Verdict:
     win = paired[("Recursive", "")] - paired[("MoR-EC", "ec_replace")]  # > 0: routing alone still beats Recursive
     held = bool((win > 0).all())
     if held:
-        return Verdict(True, measured + f"; Recursive - MoR-EC no gate = {', '.join(f'{w:+.4f}' for w in win)}")
+        split = ""
+        if ("Recursive", "rec_gated") in paired.columns and ("MoR-EC", "") in paired.columns:
+            lead = paired[("Recursive", "")] - paired[("MoR-EC", "")]
+            gate = paired[("Recursive", "")] - paired[("Recursive", "rec_gated")]
+            matched = paired[("Recursive", "rec_gated")] - paired[("MoR-EC", "")]
+            split = (f"; of MoR-EC's lead over Recursive ({_signed(lead)}) the gate alone gives {_signed(gate)} "
+                     f"(Recursive - Recursive + gate) and routing at equal gates {_signed(matched)} "
+                     "(Recursive + gate - MoR-EC)")
+        return Verdict(True, measured + f"; Recursive - MoR-EC no gate = {_signed(win)}{split}")
     evidence = [f"without the gate MoR-EC is {'behind' if (win <= 0).all() else 'not ahead in every seed'} "
-                f"(Recursive - no gate: {', '.join(f'{w:+.4f}' for w in win)}); its router gets no language-model "
+                f"(Recursive - no gate: {_signed(win)}); its router gets no language-model "
                 "gradient then (only the aux loss trains it)"]
     conclusion = "the comparison cannot tell routing from the gate without a trained ungated router"
     if ("Recursive", "rec_gated") in paired.columns:
         gate_gain = paired[("Recursive", "")] - paired[("Recursive", "rec_gated")]
-        evidence.append(f"the gate alone changes the Recursive model by {', '.join(f'{g:+.4f}' for g in gate_gain)} "
+        evidence.append(f"the gate alone changes the Recursive model by {_signed(gate_gain)} "
                         "nats (Recursive - Recursive + gate; > 0 = the gate helps)")
         if (gate_gain > 0).all():
             conclusion = "the gate, which the Recursive baseline lacks, carries part of MoR's isoFLOP win"

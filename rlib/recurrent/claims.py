@@ -609,18 +609,27 @@ def _recall(tables, cfg) -> Verdict:
                                 f"needs every scored token right (seq {worst['rt']:.2f}) after {_task_steps(cfg):,} "
                                 f"steps (MAD: {MAD_STEPS:,}){solved}; "
                                 + _task_curve_text(tables, [worst["task"]], cfg))
+    plateau = _plateau_text(tables, worst["task"], cfg)
+    if plateau:
+        return held, measured, ("budget", f"on {worst['task']} RT's token acc {worst['rt_token']:.2f} is below the "
+                                f"Transformer's {worst['t_token']:.2f}; {plateau}")
     return held, measured, ("setup", f"on {worst['task']} RT's token acc {worst['rt_token']:.2f} is not above the "
                             f"Transformer's {worst['t_token']:.2f}: the layer does not use its recurrence here{solved}")
+
+
+def _curve(tables: Mapping[str, pd.DataFrame], task: str, block: str) -> pd.DataFrame:
+    """The first seed's main-run learning curve of `task` and `block` (empty without curves)."""
+    curves = tables.get("task_curves")
+    if curves is None or not len(curves):
+        return pd.DataFrame(columns=["step", "token_acc"])
+    rows = curves[(curves["task"] == task) & (curves["block"] == block) & ~curves["ablation"].astype(bool)]
+    return rows[rows["seed"] == rows["seed"].min()].sort_values("step")
 
 
 def _curve_gain(tables: Mapping[str, pd.DataFrame], task: str, block: str, metric: str = "token_acc") -> float:
     """How much `metric` of the first seed's main run rose over the last 30 % of its learning curve (NaN without
     curves): clearly positive = still learning when training stopped (a budget limit); ~0 = flat."""
-    curves = tables.get("task_curves")
-    if curves is None or not len(curves):
-        return float("nan")
-    rows = curves[(curves["task"] == task) & (curves["block"] == block) & ~curves["ablation"].astype(bool)]
-    rows = rows[rows["seed"] == rows["seed"].min()].sort_values("step")
+    rows = _curve(tables, task, block)
     if len(rows) < 3:
         return float("nan")
     last = rows["step"].iloc[-1]
@@ -628,6 +637,27 @@ def _curve_gain(tables: Mapping[str, pd.DataFrame], task: str, block: str, metri
     if earlier.empty:
         return float("nan")
     return float(rows[metric].iloc[-1] - earlier[metric].iloc[-1])
+
+
+def _plateau_text(tables: Mapping[str, pd.DataFrame], task: str, cfg: RecurrentConfig) -> str | None:
+    """If RT's curve on `task` stayed flat (token acc within 0.03 at every point), a sentence saying so and, where the
+    same layer jumped off such a plateau on another task (a rise >= 0.3 between two points), when; else None."""
+    rows = _curve(tables, task, "recurrent")
+    if len(rows) < 3 or rows["token_acc"].max() - rows["token_acc"].min() >= 0.03:
+        return None
+    text = (f"RT's {task} curve is flat at token acc {rows['token_acc'].min():.2f}-{rows['token_acc'].max():.2f} over "
+            f"all {_task_steps(cfg):,} steps: a plateau it has not left (1 seed)")
+    curves = tables["task_curves"]
+    for other in dict.fromkeys(curves["task"]):
+        run = _curve(tables, other, "recurrent")
+        jumps = run["token_acc"].diff()
+        if other != task and len(run) and jumps.max() >= 0.3:
+            at = int(jumps.idxmax())
+            before = run.loc[:at].iloc[-2]
+            text += (f"; on {other} the same layer sat at {before['token_acc']:.2f} until step {int(before['step'])}, "
+                     f"then reached {run.loc[at, 'token_acc']:.2f} by step {int(run.loc[at, 'step'])}")
+            break
+    return text
 
 
 def _task_curve_text(tables: Mapping[str, pd.DataFrame], tasks: list[str], cfg: RecurrentConfig) -> str:
@@ -748,6 +778,10 @@ def _token_level(tables, cfg) -> Verdict:
         return held, measured, ("setup", f"on {worst['task']} the Transformer is ahead ({worst['t']:.3f} vs RT "
                                 f"{worst['rt']:.3f}, chance {worst['chance']:.3f}): RT does not learn it"
                                 f"{_recall_contrast(tables, cfg)}; {_alibi_text(cfg)}")
+    plateau = _plateau_text(tables, worst["task"], cfg)
+    if plateau:
+        return held, measured, ("budget", f"on {worst['task']} the Transformer is ahead ({worst['t']:.3f} vs RT "
+                                f"{worst['rt']:.3f}); {plateau}")
     return held, measured, ("disagrees with the paper", f"on {worst['task']} the Transformer is level or ahead "
                             f"({worst['t']:.3f} vs RT {worst['rt']:.3f}) with RT above chance")
 
