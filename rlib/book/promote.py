@@ -66,12 +66,18 @@ def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[
 
 
 def write_ledger(manifest, target, profile: str) -> None:
-    """`CLAIMS.md` of a promoted folder: every promoted chapter's claims ledger, with the verdict counts."""
+    """`CLAIMS.md` of a promoted folder: every promoted chapter's claims judged by the current code from its promoted
+    tables (`rlib.book.rejudge`), with the verdict counts. For a chapter promoted by this code that is its own
+    `claims.csv` (a ledger is a pure function of the tables); a chapter promoted before its ledger existed is judged
+    the same way instead of being left out."""
     from rlib.book import ledger_page
+    from rlib.book.rejudge import rejudge
 
-    table = ledger_page.gather({ch.id: target / ch.id for ch in manifest.chapters})
+    table = rejudge(target, profile, [ch.id for ch in manifest.chapters])
     with atomic_path(target / "CLAIMS.md") as tmp:
-        tmp.write_text(ledger_page.ledger_markdown(table, f"Claims ledger of the promoted `{profile}` run"))
+        tmp.write_text(ledger_page.ledger_markdown(
+            table, f"Claims ledger of the promoted `{profile}` run: every chapter's tables judged by the claims code "
+                   "at promotion (`python -m rlib.book ledger` re-judges them)"))
 
 
 def write_readme(manifest, index: dict, target, profile: str) -> None:
@@ -88,9 +94,15 @@ def write_readme(manifest, index: dict, target, profile: str) -> None:
         device = (meta.get("device") or {}).get("name", "?")
         parts.append(f"## {ch.id} · {ch.title}\n\nprofile `{meta['profile']}`, git `{sha}`, "
                      f"{meta['wall_s']:.0f} s on {device}\n")
-        parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in ch.figures]
+        missing = [f"`{name}`" for name in (*ch.figures, *ch.tables) if not (target / ch.id / (
+            f"{name}.png" if name in ch.figures else f"{name}.md")).is_file()]
+        if missing:  # promoted before the chapter wrote them
+            parts.append(f"*Not in this promoted run (it predates them; `{run_command(profile, ch.id)}` and "
+                         f"promote write them): {', '.join(missing)}.*\n")
+        parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in ch.figures
+                  if (target / ch.id / f"{name}.png").is_file()]
         for name in ch.tables:
-            table = (target / ch.id / f"{name}.md").read_text()
-            parts.append(f"### {name}\n\n{table}")
+            if (target / ch.id / f"{name}.md").is_file():
+                parts.append(f"### {name}\n\n{(target / ch.id / f'{name}.md').read_text()}")
     with atomic_path(target / "README.md") as tmp:
         tmp.write_text("\n".join(parts))
