@@ -118,12 +118,14 @@ def test_fit_takes_its_loss_on_the_chosen_targets(loss_on):
 
 def test_one_rt_layer_learns_recall_beyond_elimination():
     """The regression test for the chapter's fix (init, standard ALiBi slopes, scored-target loss): one RT layer must
-    recall values (token accuracy > 0.5), not only guess among the values seen so far (~0.3 at T = 16)."""
+    recall values (token accuracy > 0.5), not only guess among the values seen so far (~0.3 at T = 16). With max bias
+    8 the layer sits on that plateau for ~380 steps before it jumps (measured: 0.33 after 512 steps, 0.985 after
+    1024; max bias 2 leaves it after ~250), so it trains 16 epochs of 64 steps."""
     train_data = make_task("in_context_recall", 4096, 16, seed=1)
     test_data = make_task("in_context_recall", 256, 16, seed=2)
     config = RTConfig(vocab_size=train_data.vocab_size, d_model=64, n_layers=1, n_heads=4, alibi_max_bias=8.0)
     model = TaskModel(config, "lm", 16, tile_impl="reference")
-    fit(model, train_data, FitConfig(epochs=8, batch_size=64, lr=3e-3, loss_on="scored"))
+    fit(model, train_data, FitConfig(epochs=16, batch_size=64, lr=3e-3, loss_on="scored"))
     assert evaluate(model, test_data)["token_acc"] > 0.5
 
 
