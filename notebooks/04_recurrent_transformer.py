@@ -141,7 +141,10 @@ run.figure(plots.plot_tasks(task_table, "One RT layer vs one Transformer layer")
 
 # %% [markdown]
 # The learning curves say whether a run that ends low is still climbing (the budget) or flat at chance (the set-up):
-# token accuracy on the first test sequences, evaluated through training, with chance dashed.
+# token accuracy on the first test sequences, evaluated through training, with chance dashed. One RT layer learns
+# recall in a jump: it first sits on a plateau where it only guesses among the values seen so far, and with the
+# standard slopes it stays there longer than with steep ones (on in-context recall at T = 16: about 380 steps against
+# 250 with max bias 2). A flat RT curve is therefore a plateau not yet left, and the ledger says so.
 
 # %%
 task_curves = run.table(tables.task_curve_table(task_results), "task_curves", show=False)
