@@ -347,3 +347,15 @@ def test_gate_ablation_variants_in_the_grid():
     assert all(gated.capacity(r) == 1.0 for r in range(gated.n_recursions)) and gated.gating == "weighted"
     with pytest.raises(ConfigError, match=r"gate_ablations \['ungated'\] unknown"):
         CPU.override(gate_ablations=("ungated",))
+
+
+def test_the_gate_command_selects_the_runs_the_ablation_compares():
+    from rlib.mor.gates import gate_runs, main
+
+    runs = gate_runs(CPU)
+    assert len(runs) == 2 * len(CPU.seeds) + len(CPU.gate_ablations) * len(CPU.seeds)
+    untagged = {(v.spec.routing, v.seed) for v in runs if not v.tag}
+    assert untagged == {(r, s) for r in ("none", "expert") for s in CPU.seeds}
+    assert all(v.budget == "flops" and v.spec.n_recursions == CPU.n_recursions for v in runs)
+    with pytest.raises(SystemExit):  # an unknown profile is refused before any run, naming the choices
+        main(["--profile", "nonexistent"])
