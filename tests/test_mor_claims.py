@@ -4,6 +4,7 @@ recorded as not measured."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -297,8 +298,6 @@ def _gate_results(replace_nll: tuple[float, float], gated_rec_nll: tuple[float, 
             ("ec_replace", gate_ablation_spec("ec_replace", nr), replace_nll),
             ("rec_gated", gate_ablation_spec("rec_gated", nr), gated_rec_nll),
             ("", MoRSpec.expert(2), (5.5, 5.5))]  # another Nr: not in the table
-    import dataclasses
-
     return [{"name": f"{tag}-{spec.n_recursions}-{spec.routing}-s{seed}", "label": spec.label(), "tag": tag,
              "budget": "flops", "seed": seed, "spec": dataclasses.asdict(spec), "n_layers": 14, "params": 4.7e6,
              "flops_per_token": 2e7, "train_flops": 5e12, "tokens": 2e5, "tokens_per_s": 1e3, "seconds": 100.0,

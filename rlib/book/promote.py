@@ -94,15 +94,13 @@ def write_readme(manifest, index: dict, target, profile: str) -> None:
         device = (meta.get("device") or {}).get("name", "?")
         parts.append(f"## {ch.id} · {ch.title}\n\nprofile `{meta['profile']}`, git `{sha}`, "
                      f"{meta['wall_s']:.0f} s on {device}\n")
-        missing = [f"`{name}`" for name in (*ch.figures, *ch.tables) if not (target / ch.id / (
-            f"{name}.png" if name in ch.figures else f"{name}.md")).is_file()]
+        figures = [n for n in ch.figures if (target / ch.id / f"{n}.png").is_file()]
+        tables = [n for n in ch.tables if (target / ch.id / f"{n}.md").is_file()]
+        missing = [f"`{n}`" for n in ch.figures if n not in figures] + [f"`{n}`" for n in ch.tables if n not in tables]
         if missing:  # promoted before the chapter wrote them
             parts.append(f"*Not in this promoted run (it predates them; `{run_command(profile, ch.id)}` and "
                          f"promote write them): {', '.join(missing)}.*\n")
-        parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in ch.figures
-                  if (target / ch.id / f"{name}.png").is_file()]
-        for name in ch.tables:
-            if (target / ch.id / f"{name}.md").is_file():
-                parts.append(f"### {name}\n\n{(target / ch.id / f'{name}.md').read_text()}")
+        parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in figures]
+        parts += [f"### {name}\n\n{(target / ch.id / f'{name}.md').read_text()}" for name in tables]
     with atomic_path(target / "README.md") as tmp:
         tmp.write_text("\n".join(parts))
