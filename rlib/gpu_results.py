@@ -84,20 +84,26 @@ def _run_of(folder: Path) -> GpuRun | None:
     return GpuRun(folder, meta)
 
 
-def latest_run(root: Path | None = None) -> GpuRun | None:
-    """The newest complete GPU run under `root` (default benchmarks/results/gpu), by its date, then folder name."""
+def latest_run(root: Path | None = None, section: str | None = None, table: str | None = None) -> GpuRun | None:
+    """The newest complete GPU run under `root` (default benchmarks/results/gpu), by its date, then folder name; with
+    `section`, the newest that ran that section, with `table`, the newest that has that table (a later check of some
+    sections alone leaves the others' newest numbers where they were)."""
     root = results_root() if root is None else root
     runs = [run for folder in root.glob("*/") if (run := _run_of(folder)) is not None] if root.is_dir() else []
+    if section is not None:
+        runs = [r for r in runs if any(s.get("section") == section for s in r.meta.get("sections", []))]
+    if table is not None:
+        runs = [r for r in runs if (r.folder / f"{table}.csv").exists()]
     return max(runs, key=lambda r: (r.date, r.folder.name), default=None)
 
 
 def gpu_table(sections: tuple[tuple[str, str], ...], root: Path | None = None) -> pd.DataFrame:
-    """The headline rows of (section, metric prefix) pairs from the newest GPU run, with device, date and commit; one
-    "not measured on a GPU" row per pair without a run (or without rows for it)."""
-    run = latest_run(root)
-    summary = run.table("summary") if run is not None else None
+    """The headline rows of (section, metric prefix) pairs, each from the newest GPU run of its section, with device,
+    date and commit; one "not measured on a GPU" row per pair without a run (or without rows for it)."""
     rows = []
     for section, prefix in sections:
+        run = latest_run(root, section=section)
+        summary = run.table("summary") if run is not None else None
         found = pd.DataFrame()
         if summary is not None:
             found = summary[(summary["section"] == section) & summary["metric"].astype(str).str.startswith(prefix)]
@@ -112,10 +118,10 @@ def gpu_table(sections: tuple[tuple[str, str], ...], root: Path | None = None) -
 
 
 def section_table(name: str, root: Path | None = None) -> pd.DataFrame:
-    """One detailed table of the newest GPU run ("prefill", "lora", "end_to_end" ...) with its device, date and commit
-    as columns, or one row whose `note` says "not measured on a GPU" (the chapters' claims read it: an empty measurement
-    never passes for a GPU number)."""
-    run = latest_run(root)
+    """One detailed table ("prefill", "lora", "end_to_end" ...) of the newest GPU run that has it, with its device,
+    date and commit as columns, or one row whose `note` says "not measured on a GPU" (the chapters' claims read it: an
+    empty measurement never passes for a GPU number)."""
+    run = latest_run(root, table=name)
     if run is None:
         return pd.DataFrame([{"note": f"{name}: {NOT_MEASURED}", "device": "", "date": "", "commit": ""}])
     table = run.table(name)

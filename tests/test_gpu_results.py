@@ -12,16 +12,20 @@ import pytest
 from rlib import gpu_results
 
 
-def make_run(root, name, device_type="cuda", dry_run=False, date="2026-12-01", value=12.5):
+def make_run(root, name, device_type="cuda", dry_run=False, date="2026-12-01", value=12.5,
+             sections=("prefill", "end_to_end")):
     folder = root / name
     folder.mkdir(parents=True)
     meta = {"device": "NVIDIA H100 80GB HBM3" if device_type == "cuda" else "cpu", "device_type": device_type,
-            "dry_run": dry_run, "date": date, "commit": name[-7:]}
+            "dry_run": dry_run, "date": date, "commit": name[-7:],
+            "sections": [{"section": s, "status": "ok"} for s in sections]}
     (folder / "meta.json").write_text(json.dumps(meta))
-    pd.DataFrame([{"section": "prefill", "metric": "ms per layer, tiled-triton, CUDA graph, N=512, B=32",
-                   "value": value, "target": "paper Table 2: 38.85", "note": ""},
-                  {"section": "end_to_end", "metric": "self_speculative: self-speculative E=8 d=4 / autoregressive",
-                   "value": 1.4, "target": "", "note": ""}]).to_csv(folder / "summary.csv", index=False)
+    rows = {"prefill": {"section": "prefill", "metric": "ms per layer, tiled-triton, CUDA graph, N=512, B=32",
+                        "value": value, "target": "paper Table 2: 38.85", "note": ""},
+            "end_to_end": {"section": "end_to_end",
+                           "metric": "self_speculative: self-speculative E=8 d=4 / autoregressive", "value": 1.4,
+                           "target": "", "note": ""}}
+    pd.DataFrame([rows[s] for s in sections]).to_csv(folder / "summary.csv", index=False)
     return folder
 
 
@@ -53,6 +57,18 @@ def test_the_newest_complete_gpu_run_is_read_with_its_device_date_and_commit(tmp
         run.table("nope")
     with pytest.raises(ValueError, match="chapter='01'"):
         gpu_results.chapter_table("01", tmp_path)
+
+
+def test_a_check_of_some_sections_alone_leaves_the_others_newest_numbers(tmp_path):
+    make_run(tmp_path, "nvidia-h100-2026-12-01-1111111", value=40.0)
+    newer = make_run(tmp_path, "nvidia-h100-2026-12-05-2222222", date="2026-12-05", value=39.0, sections=("prefill",))
+    pd.DataFrame([{"n": 512, "mode": "naive", "seconds": 0.4}]).to_csv(newer / "prefill.csv", index=False)
+    assert gpu_results.latest_run(tmp_path).commit == "2222222"
+    assert list(gpu_results.chapter_table("04", tmp_path)["commit"]) == ["2222222"]
+    chapter_05 = gpu_results.chapter_table("05", tmp_path)  # the newer run did not measure it: the older one's row
+    assert list(chapter_05["value"]) == [1.4] and list(chapter_05["commit"]) == ["1111111"]
+    assert gpu_results.section_table("prefill", tmp_path)["commit"].iloc[0] == "2222222"
+    assert gpu_results.section_table("end_to_end", tmp_path)["note"].iloc[0].endswith(gpu_results.NOT_MEASURED)
 
 
 def test_a_section_table_carries_its_run_or_says_not_measured(tmp_path):

@@ -5,8 +5,9 @@
     prefill      one RT layer at the paper's Table 2 shape (B = 32, D = 1024, 16 heads, bf16), N = 512 ... 8192:
                  naive loop, PyTorch tiles, Triton tiles (and the Transformer layer), eager and from one CUDA graph;
                  then the tile updates alone against the measured copy bandwidth and the device's nominal one
-    lora         the depth-indexed LoRA batch (Triton) vs the base GEMM alone vs a per-depth loop of PyTorch matmuls,
-                 batch 1 ... 256, rank 8 ... 64, d 576 and 4096
+    lora         the depth-indexed LoRA batch (Triton) vs the base GEMM alone vs a per-depth loop of PyTorch matmuls
+                 vs the paper's merged LoRA, batch 1 ... 256, rank 8 ... 64, d 576 and 4096, launched eagerly and
+                 (on a GPU) each captured in a CUDA graph
     end_to_end   `benchmarks.gpu_check.end_to_end`
 
 Every section checks its time cap between cases and skips (with a row saying so) what would overrun it.
@@ -173,7 +174,24 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     return {"": layer, "bandwidth": bandwidth}
 
 
-LORA_IMPLS = ("base", "triton_seg", "triton_seg_fused", "triton_row", "loop")
+LORA_IMPLS = ("base", "triton_seg", "triton_seg_fused", "triton_row", "loop", "concat")
+# captured in a CUDA graph too (the loop reads `depth` back to the host and cannot be captured): a decode step of a
+# serving engine replays its layers from a graph, where the kernels' own cost shows instead of the Python launch cost
+LORA_GRAPHED = ("base", "triton_seg", "triton_seg_fused", "triton_row", "concat")
+
+
+def _lora_graph_us(fn, ctx: Context) -> tuple[float, str]:
+    """Microseconds per replay of `fn` captured in a CUDA graph, and a note ('' or why it was not timed)."""
+    import torch
+
+    from kernels.lora_batch.bench import time_call
+    from kernels.tiled_prefill.bench import graphed
+
+    try:
+        replay = graphed(fn, torch.device(ctx.device))
+        return time_call(replay, ctx.device, 10) * 1e6, ""
+    except RuntimeError as error:
+        return float("nan"), f"graph failed: {str(error).splitlines()[0][:160]}"
 
 
 def lora(ctx: Context) -> dict[str, pd.DataFrame]:
@@ -195,22 +213,45 @@ def lora(ctx: Context) -> dict[str, pd.DataFrame]:
                     continue
                 x, w, a, b, depth = case(d, d, rank, n, n_depths, dtype, ctx.device)
                 impls = implementations(x, w, a, b, depth, rank, with_triton=ctx.triton)
+                base = {"d": d, "rank": rank, "batch": n, "depths": n_depths,
+                        "dtype": str(dtype).removeprefix("torch.")}
                 for impl in [i for i in LORA_IMPLS if i in impls]:
-                    rows.append({"d": d, "rank": rank, "batch": n, "impl": impl, "depths": n_depths,
-                                 "dtype": str(dtype).removeprefix("torch."),
-                                 "us": time_call(impls[impl], ctx.device, repeats) * 1e6, "note": ""})
+                    rows.append({**base, "impl": impl, "us": time_call(impls[impl], ctx.device, repeats) * 1e6,
+                                 "note": ""})
+                if ctx.device == "cuda":
+                    for impl in [i for i in LORA_GRAPHED if i in impls]:
+                        us, note = _lora_graph_us(impls[impl], ctx)
+                        rows.append({**base, "impl": f"{impl}_graph", "us": us, "note": note})
+                    torch.cuda.empty_cache()
             ctx.log(f"lora d={d} rank={rank} done")
     table = pd.DataFrame(rows)
     timed = table[table["impl"] != ""]
     wide = timed.pivot_table(index=["d", "rank", "batch"], columns="impl", values="us").reset_index()
-    triton_cols = [c for c in LORA_IMPLS if c.startswith("triton") and c in wide.columns]
-    if not triton_cols:  # a dry run whose interpreter cannot run the kernels
-        return {"": table}
-    wide["best_triton"] = wide[triton_cols].idxmin(axis=1)
-    best = wide[triton_cols].min(axis=1)
+    return {"": table, "ratios": lora_ratios(wide)} if _triton_columns(wide, "") else {"": table}
+
+
+def _triton_columns(wide: pd.DataFrame, suffix: str) -> list[str]:
+    return [f"{c}{suffix}" for c in LORA_IMPLS if c.startswith("triton") and f"{c}{suffix}" in wide.columns]
+
+
+def lora_ratios(wide: pd.DataFrame) -> pd.DataFrame:
+    """Per case: the best Triton variant's time over the base GEMM's and the loop's over it, launched eagerly and
+    (where timed) replayed from CUDA graphs, both sides the same way; the paper's merged LoRA (`concat`) beside it."""
+    eager = _triton_columns(wide, "")
+    wide["best_triton"] = wide[eager].idxmin(axis=1)
+    best = wide[eager].min(axis=1)
     wide["ratio_to_base"] = best / wide["base"]
     wide["speedup_vs_loop"] = wide["loop"] / best
-    return {"": table, "ratios": wide}
+    if "concat" in wide:
+        wide["concat_to_base"] = wide["concat"] / wide["base"]
+    graphed = _triton_columns(wide, "_graph")
+    if graphed and "base_graph" in wide:
+        wide["best_triton_graph"] = wide[graphed].idxmin(axis=1)
+        best_graph = wide[graphed].min(axis=1)
+        wide["ratio_to_base_graph"] = best_graph / wide["base_graph"]
+        if "concat_graph" in wide:
+            wide["concat_to_base_graph"] = wide["concat_graph"] / wide["base_graph"]
+    return wide
 
 
 SECTIONS = {"tests": tests, "prefill": prefill, "lora": lora, "end_to_end": end_to_end.section}

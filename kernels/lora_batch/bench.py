@@ -60,7 +60,8 @@ def case(k: int, m: int, rank: int, n: int, n_depths: int, dtype: torch.dtype, d
     lora_b = (torch.randn(n_depths, m, rank, generator=gen) / rank**0.5).to(device, dtype)
     depth = torch.arange(n) % n_depths
     depth[:: 8] = -1  # some rows without an adapter (e.g. tokens of the vanilla part)
-    return x, weight, lora_a, lora_b, depth[torch.randperm(n, generator=gen)].to(device)
+    # int32, as a serving engine keeps it (an int64 one would add a cast kernel to every timed call)
+    return x, weight, lora_a, lora_b, depth[torch.randperm(n, generator=gen)].to(device, torch.int32)
 
 
 def implementations(x, w, a, b, d, rank: int, with_triton: bool) -> dict:

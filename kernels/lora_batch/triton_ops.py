@@ -284,7 +284,8 @@ def lora_batch_triton(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tenso
         y = F.linear(x, weight, bias)  # [N, M], the base GEMM by the vendor library
     if n == 0:
         return y
-    shrunk = torch.zeros((n, r), device=x.device, dtype=torch.float32)  # [N, R]
+    # [N, R]; rows without an adapter are neither written by the shrink nor read by the expand
+    shrunk = torch.empty((n, r), device=x.device, dtype=torch.float32)
     seg = segments(depth, n_depths) if variant == "segmented" else None
     for kernel, grid, args, kwargs in launches(x, weight, lora_a, lora_b, depth, seg, shrunk, y, bias, scale, variant,
                                                fuse_base, config or lora_config(n, variant)):
