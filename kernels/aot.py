@@ -72,6 +72,13 @@ class FakeTensor:
     def dim(self) -> int:
         return len(self.shape)
 
+    def columns(self, start: int, stop: int) -> FakeTensor:
+        """The view [:, start:stop] of a 2-D tensor (its strides; the address offset is left to the unaligned
+        specialization)."""
+        view = FakeTensor(self.dtype, self.shape[0], stop - start)
+        view._strides = self._strides
+        return view
+
     @staticmethod
     def data_ptr() -> int:
         return 0
@@ -181,6 +188,14 @@ def lora_compiles(targets, dtypes, ranks, d_models, found: dict) -> None:
                                     label = f"{variant} {'expand' if expand else 'shrink'}"
                                     _add(found, kernel, label, ("fused base" if fuse else "") if expand else "",
                                          target, dtype, config.label, {"rank": rank, "d": d}, args, kwargs)
+                            # the stacked schedule: the expand alone, reading S (x's dtype) beside Y in one GEMM output
+                            out = FakeTensor(_dtype(dtype), n, d + n_depths * rank)
+                            plan = lora.launches(x, weight, None, lora_b, depth, seg,
+                                                 out.columns(d, d + n_depths * rank), out.columns(0, d), None, 0.5,
+                                                 variant, False, config, shrink=False)
+                            for kernel, _, args, kwargs in plan:
+                                _add(found, kernel, f"{variant} expand", "stacked", target, dtype, config.label,
+                                     {"rank": rank, "d": d}, args, kwargs)
 
 
 def _cuobjdump() -> str:

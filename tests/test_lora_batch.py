@@ -107,6 +107,35 @@ def test_non_contiguous_input_and_empty_batch():
     assert empty.shape == (0, 12)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("variant", ["per_row", "segmented"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_stacked_schedule_matches_reference(shape, variant, dtype):
+    """One GEMM against [W; A_0; ...] for the base product and every shrink, then the gathered expand in place."""
+    from kernels.lora_batch.triton_ops import lora_batch_stacked, stack_weights
+
+    x, w, a, b, d, bias = make_case(*shape, dtype)
+    stacked = stack_weights(w, a, bias)
+    y = lora_batch_stacked(x, stacked, b, d, scale=0.7, variant=variant)
+    ref = lora_batch_reference(x, w, a, b, d, bias, scale=0.7)
+    assert y.dtype == dtype and y.shape == ref.shape
+    assert_close(y, ref, dtype)
+    assert torch.equal(y[d < 0], F.linear(x, stacked.weight, stacked.bias)[d < 0, :w.shape[0]])  # base rows untouched
+
+
+def test_stacked_schedule_checks_its_adapters_and_handles_an_empty_batch():
+    from kernels.lora_batch.triton_ops import lora_batch_stacked, stack_weights
+
+    x, w, a, b, d, _ = make_case(6, 20, 12, 4, 3, torch.float32)
+    stacked = stack_weights(w, a)
+    assert stacked.weight.shape == (12 + 3 * 4, 20) and stacked.bias is None
+    with pytest.raises(ValueError, match="lora_b must be"):
+        lora_batch_stacked(x, stacked, b[:2], d)
+    with pytest.raises(ValueError, match="variant='fast'"):
+        lora_batch_stacked(x, stacked, b, d, variant="fast")
+    assert lora_batch_stacked(x[:0], stacked, b, d[:0]).shape == (0, 12)
+
+
 def test_bad_inputs_name_the_argument_and_the_fix():
     x, w, a, b, d, bias = make_case(4, 8, 6, 2, 2, torch.float32)
     with pytest.raises(ValueError, match=r"x must be \[N, K\]"):

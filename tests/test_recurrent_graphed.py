@@ -82,18 +82,23 @@ def test_graphed_prefill_checks_the_input_shape():
 
 @needs_cuda
 @pytest.mark.parametrize("variant", ["segmented", "per_row"])
-@pytest.mark.parametrize("fuse_base", [False, True])
+@pytest.mark.parametrize("fuse_base", [False, True, "stacked"])
 def test_graphed_lora_batch_keeps_every_adapter_when_the_depth_mix_changes(variant, fuse_base):
     """Capture with one depth mix, replay with others (all one depth, none, all mixed): the deltas follow `depth`."""
     from kernels.lora_batch import lora_batch_reference
-    from kernels.lora_batch.triton_ops import lora_batch_triton
+    from kernels.lora_batch.triton_ops import lora_batch_stacked, lora_batch_triton, stack_weights
 
     gen = torch.Generator().manual_seed(0)
     n, k, m, rank, depths = 40, 96, 80, 16, 3
     rand = lambda *s: (torch.randn(*s, generator=gen) * 0.2).to(DEVICE, torch.bfloat16)  # noqa: E731
     x, w, a, b, bias = rand(n, k), rand(m, k), rand(depths, rank, k), rand(depths, m, rank), rand(m)
     depth = torch.zeros(n, dtype=torch.int32, device=DEVICE)  # the captured mix: every row at depth 0
-    call = lambda: lora_batch_triton(x, w, a, b, depth, bias, 0.5, variant=variant, fuse_base=fuse_base)  # noqa: E731
+    if fuse_base == "stacked":  # one GEMM for the base and every shrink, then the expand in place
+        stacked = stack_weights(w, a, bias)
+        call = lambda: lora_batch_stacked(x, stacked, b, depth, 0.5, variant=variant)  # noqa: E731
+    else:
+        call = lambda: lora_batch_triton(x, w, a, b, depth, bias, 0.5, variant=variant,  # noqa: E731
+                                         fuse_base=fuse_base)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):

@@ -129,12 +129,14 @@ def test_bad_settings_fail_before_any_work():
         make_engine(seq, 2, 16)
 
 
-@pytest.mark.parametrize("impl", ["triton", "reference"])
+@pytest.mark.parametrize("impl", ["triton", "stacked", "reference"])
 def test_relaxed_rows_through_the_lora_batch_kernel_give_the_same_tokens(impl):
     """Row-wise LoRA through kernels.lora_batch (the Triton kernel runs in the interpreter on CPU)."""
     model = MODELS["llama-relaxed"]
     reqs = requests(3, seed=4, max_new=(2, 4))
-    result = make_engine(model, 2, 16, lora_impl=impl).run(reqs)
+    engine = make_engine(model, 2, 16, lora_impl=impl)
+    assert bool(engine.program.rows.adapters.stacked) == (impl == "stacked")  # the stacked GEMM path really ran
+    result = engine.run(reqs)
     for req in reqs:
         assert result.completions[req.id].tokens == greedy(model, req)
 

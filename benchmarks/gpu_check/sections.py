@@ -174,10 +174,12 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     return {"": layer, "bandwidth": bandwidth}
 
 
-LORA_IMPLS = ("base", "triton_seg", "triton_seg_fused", "triton_row", "loop", "concat")
+LORA_IMPLS = ("base", "triton_seg", "triton_seg_fused", "triton_row", "triton_stacked_row", "triton_stacked_seg",
+              "loop", "concat")
 # captured in a CUDA graph too (the loop reads `depth` back to the host and cannot be captured): a decode step of a
 # serving engine replays its layers from a graph, where the kernels' own cost shows instead of the Python launch cost
-LORA_GRAPHED = ("base", "triton_seg", "triton_seg_fused", "triton_row", "concat")
+LORA_GRAPHED = ("base", "triton_seg", "triton_seg_fused", "triton_row", "triton_stacked_row", "triton_stacked_seg",
+                "concat")
 
 
 def _lora_graph_us(fn, ctx: Context) -> tuple[float, str]:

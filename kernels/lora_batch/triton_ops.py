@@ -11,6 +11,10 @@ per_row     one row per program, vector products (BGMV-style): no sort, best whe
 The expand can fuse the base GEMM (Y = X W^T + bias + the update, one pass over each output tile, rows without an
 adapter included); without fusion it adds into a Y that `F.linear` (cuBLAS) computed. Accumulation is fp32.
 
+stacked     (`lora_batch_stacked`) no shrink kernel: one vendor GEMM against [W; A[0]; ...; A[D-1]] (`stack_weights`,
+            built once) writes the base product and every depth's S side by side, then the expand (either schedule)
+            reads each row's own depth's S columns and adds into the base product in place: two kernels in all.
+
 Launch configurations: `lora_config` picks the segmented kernels' configuration from `SEGMENTED_CONFIGS` by the
 number of rows only (a 16-row tile for a handful of tokens, 64 rows on 8 warps otherwise); the per-row kernels have
 one (`PER_ROW_CONFIG`). The output, reduction and rank steps are 64 wide whatever the shapes (masked lanes load
@@ -134,7 +138,7 @@ def _shrink_segmented(x_ptr, a_ptr, s_ptr, order_ptr, starts_ptr, counts_ptr, K,
 
 @triton.jit(do_not_specialize=["has_bias"])
 def _expand_segmented(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, order_ptr, starts_ptr, counts_ptr, K, M, R, scale,
-                      has_bias, stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
+                      has_bias, stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sd, stride_sr,
                       stride_bd, stride_bm, stride_br, stride_yn, stride_ym,
                       FUSE_BASE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr, UPCAST: tl.constexpr):
@@ -159,12 +163,13 @@ def _expand_segmented(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, order_ptr, st
             for r0 in range(0, R, BLOCK_R):
                 offs_r = r0 + tl.arange(0, BLOCK_R)
                 mask_r = offs_r < R
-                s = tl.load(s_ptr + rows[:, None] * stride_sn + offs_r[None, :] * stride_sr,
-                            mask=mask_m[:, None] & mask_r[None, :], other=0.0)  # [BM, BR] fp32
+                s = tl.load(s_ptr + depth * stride_sd + rows[:, None] * stride_sn + offs_r[None, :] * stride_sr,
+                            mask=mask_m[:, None] & mask_r[None, :], other=0.0)  # [BM, BR] fp32 (stacked: x dtype)
                 b = tl.load(b_ptr + depth * stride_bd + offs_n[None, :] * stride_bm + offs_r[:, None] * stride_br,
                             mask=mask_r[:, None] & mask_n[None, :], other=0.0)  # [BR, BN] = B[d]^T tile
                 if UPCAST:
                     b = b.to(tl.float32)
+                    s = s.to(tl.float32)
                 else:
                     s = s.to(b.dtype)
                 acc += scale * tl.dot(s, b)
@@ -192,7 +197,7 @@ def _shrink_per_row(x_ptr, a_ptr, s_ptr, depth_ptr, K, R, stride_xn, stride_xk, 
 
 @triton.jit(do_not_specialize=["has_bias"])
 def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M, R, scale, has_bias,
-                    stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sr,
+                    stride_xn, stride_xk, stride_wm, stride_wk, stride_sn, stride_sd, stride_sr,
                     stride_bd, stride_bm, stride_br, stride_yn, stride_ym,
                     FUSE_BASE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     BLOCK_R: tl.constexpr):
@@ -218,7 +223,8 @@ def _expand_per_row(x_ptr, w_ptr, bias_ptr, s_ptr, b_ptr, y_ptr, depth_ptr, K, M
         for r0 in range(0, R, BLOCK_R):
             offs_r = r0 + tl.arange(0, BLOCK_R)
             mask_r = offs_r < R
-            s = tl.load(s_ptr + row * stride_sn + offs_r * stride_sr, mask=mask_r, other=0.0)  # [BR] fp32
+            s = tl.load(s_ptr + row * stride_sn + depth * stride_sd + offs_r * stride_sr, mask=mask_r,
+                        other=0.0).to(tl.float32)  # [BR]
             b = tl.load(b_ptr + depth * stride_bd + offs_n[:, None] * stride_bm + offs_r[None, :] * stride_br,
                         mask=mask_n[:, None] & mask_r[None, :], other=0.0).to(tl.float32)  # [BN, BR]
             acc += scale * tl.sum(b * s[None, :], axis=1)
@@ -230,38 +236,45 @@ Launch = tuple  # (kernel, grid, args, kwargs)
 
 def launches(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, depth: torch.Tensor,
              seg: Segments | None, shrunk: torch.Tensor, y: torch.Tensor, bias: torch.Tensor | None, scale: float,
-             variant: str, fuse_base: bool, config: LoraConfig) -> list[Launch]:
+             variant: str, fuse_base: bool, config: LoraConfig, shrink: bool = True) -> list[Launch]:
     """The shrink and the expand launch, as (kernel, grid, args, kwargs); `seg` is needed by the segmented variant.
-    Pure bookkeeping (shapes and strides only), shared by `lora_batch_triton` and `kernels.aot`."""
+    Without `shrink`, only the expand, reading S from `shrunk` [N, D*R] at columns d*R ... (d+1)*R - 1 of each row
+    (the stacked schedule, where one GEMM has computed every depth's shrink). Pure bookkeeping (shapes and strides
+    only), shared by `lora_batch_triton`, `lora_batch_stacked` and `kernels.aot`."""
     n, k = x.shape
     m = weight.shape[0]
-    n_depths, r = lora_a.shape[:2]
+    n_depths, r = lora_b.shape[0], lora_b.shape[2]
     upcast = INTERPRET and x.dtype == torch.bfloat16
     bias_arg = bias if bias is not None else y  # a valid pointer; never read without a bias
-    common = (x.stride(0), x.stride(1), *weight.stride(), *shrunk.stride(), *lora_b.stride(), *y.stride())
+    shrunk_strides = (shrunk.stride(0), 0, shrunk.stride(1)) if shrink else \
+        (shrunk.stride(0), r * shrunk.stride(1), shrunk.stride(1))  # row, depth, rank
+    common = (x.stride(0), x.stride(1), *weight.stride(), *shrunk_strides, *lora_b.stride(), *y.stride())
     warps = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     if variant == "segmented":
         n_tiles = triton.cdiv(n, config.block_m)
         groups = n_depths + 1 if fuse_base else n_depths
-        return [
-            (_shrink_segmented, (n_depths, n_tiles, triton.cdiv(r, config.block_r)),
-             (x, lora_a, shrunk, seg.order, seg.starts, seg.counts, k, r, x.stride(0), x.stride(1), *lora_a.stride(),
-              *shrunk.stride()),
-             {"BLOCK_M": config.block_m, "BLOCK_R": config.block_r, "BLOCK_K": config.block_k, "UPCAST": upcast,
-              **warps}),
-            (_expand_segmented, (groups, n_tiles, triton.cdiv(m, config.block_n)),
-             (x, weight, bias_arg, shrunk, lora_b, y, seg.order, seg.starts, seg.counts, k, m, r, float(scale),
-              int(bias is not None), *common),
-             {"FUSE_BASE": fuse_base, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
-              "BLOCK_K": config.block_k, "BLOCK_R": config.block_r, "UPCAST": upcast, **warps})]
-    return [
-        (_shrink_per_row, (n, triton.cdiv(r, config.block_r)),
-         (x, lora_a, shrunk, depth, k, r, x.stride(0), x.stride(1), *lora_a.stride(), *shrunk.stride()),
-         {"BLOCK_R": config.block_r, "BLOCK_K": config.block_k, **warps}),
-        (_expand_per_row, (n, triton.cdiv(m, config.block_n)),
-         (x, weight, bias_arg, shrunk, lora_b, y, depth, k, m, r, float(scale), int(bias is not None), *common),
-         {"FUSE_BASE": fuse_base, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k, "BLOCK_R": config.block_r,
-          **warps})]
+        plan = [(_expand_segmented, (groups, n_tiles, triton.cdiv(m, config.block_n)),
+                 (x, weight, bias_arg, shrunk, lora_b, y, seg.order, seg.starts, seg.counts, k, m, r, float(scale),
+                  int(bias is not None), *common),
+                 {"FUSE_BASE": fuse_base, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
+                  "BLOCK_K": config.block_k, "BLOCK_R": config.block_r, "UPCAST": upcast, **warps})]
+        if shrink:
+            plan.insert(0, (_shrink_segmented, (n_depths, n_tiles, triton.cdiv(r, config.block_r)),
+                            (x, lora_a, shrunk, seg.order, seg.starts, seg.counts, k, r, x.stride(0), x.stride(1),
+                             *lora_a.stride(), *shrunk.stride()),
+                            {"BLOCK_M": config.block_m, "BLOCK_R": config.block_r, "BLOCK_K": config.block_k,
+                             "UPCAST": upcast, **warps}))
+        return plan
+    plan = [(_expand_per_row, (n, triton.cdiv(m, config.block_n)),
+             (x, weight, bias_arg, shrunk, lora_b, y, depth, k, m, r, float(scale), int(bias is not None), *common),
+             {"FUSE_BASE": fuse_base, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k,
+              "BLOCK_R": config.block_r, **warps})]
+    if shrink:
+        plan.insert(0, (_shrink_per_row, (n, triton.cdiv(r, config.block_r)),
+                        (x, lora_a, shrunk, depth, k, r, x.stride(0), x.stride(1), *lora_a.stride(),
+                         *shrunk.stride()),
+                        {"BLOCK_R": config.block_r, "BLOCK_K": config.block_k, **warps}))
+    return plan
 
 
 def lora_batch_triton(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor,
@@ -289,5 +302,54 @@ def lora_batch_triton(x: torch.Tensor, weight: torch.Tensor, lora_a: torch.Tenso
     seg = segments(depth, n_depths) if variant == "segmented" else None
     for kernel, grid, args, kwargs in launches(x, weight, lora_a, lora_b, depth, seg, shrunk, y, bias, scale, variant,
                                                fuse_base, config or lora_config(n, variant)):
+        kernel[grid](*args, **kwargs)
+    return y
+
+
+class StackedWeights(NamedTuple):
+    """A shared weight with every depth's LoRA A stacked under it, for `lora_batch_stacked` (built once, at load)."""
+
+    weight: torch.Tensor  # [M + D*R, K]: rows 0..M-1 = W, then A[0], ..., A[D-1]
+    bias: torch.Tensor | None  # [M + D*R]: the bias, then zeros (None without a bias)
+    out_features: int  # M
+    rank: int  # R
+
+
+def stack_weights(weight: torch.Tensor, lora_a: torch.Tensor, bias: torch.Tensor | None = None) -> StackedWeights:
+    """[W; A[0]; ...; A[D-1]] (and the bias padded with zeros) for `lora_batch_stacked`."""
+    n_depths, rank, k = lora_a.shape
+    if weight.shape[1] != k:
+        raise ValueError(f"weight [M, {weight.shape[1]}] and lora_a [D, R, {k}] must share K")
+    stacked = torch.cat([weight, lora_a.reshape(n_depths * rank, k).to(weight.dtype)])  # [M + D*R, K]
+    padded = None if bias is None else torch.cat([bias, bias.new_zeros(n_depths * rank)])
+    return StackedWeights(stacked, padded, weight.shape[0], rank)
+
+
+def lora_batch_stacked(x: torch.Tensor, stacked: StackedWeights, lora_b: torch.Tensor, depth: torch.Tensor,
+                       scale: float = 1.0, variant: str = "per_row", config: LoraConfig | None = None) -> torch.Tensor:
+    """Y [N, M] = X W^T + bias + scale * B[d] A[d] X per row, as two kernels: one vendor GEMM against the stacked
+    weight computes the base product and every depth's shrink at once (the D*R extra output columns cost D*R / M of
+    the base GEMM), then one Triton expand adds B[d(n)] S[n, d(n)] into each row in place. Rows without an adapter
+    (depth -1) are left as the GEMM wrote them. The same schedule as the paper's merged LoRA (App. K) for the shrink,
+    with the expand gathered per row instead of masked over every depth.
+
+    Returns a view [N, M] of the GEMM's [N, M + D*R] output (`.contiguous()` copies it if a caller needs that). No
+    host synchronization: capturable in a CUDA graph and replayable with another depth mix."""
+    if variant not in ("segmented", "per_row"):
+        raise ValueError(f"variant={variant!r}: use 'segmented' or 'per_row'")
+    m, rank = stacked.out_features, stacked.rank
+    n_depths = lora_b.shape[0]
+    if tuple(lora_b.shape[1:]) != (m, rank) or stacked.weight.shape[0] != m + n_depths * rank:
+        raise ValueError(f"lora_b must be [D, M={m}, R={rank}] with D*R = {stacked.weight.shape[0] - m} stacked "
+                         f"rows; got {tuple(lora_b.shape)}")
+    depth = depth.to(device=x.device, dtype=torch.int32).contiguous()
+    out = F.linear(x, stacked.weight, stacked.bias)  # [N, M + D*R]
+    y, shrunk = out[:, :m], out[:, m:]  # [N, M], [N, D*R]
+    if x.shape[0] == 0:
+        return y
+    seg = segments(depth, n_depths) if variant == "segmented" else None
+    config = config or lora_config(x.shape[0], variant)
+    for kernel, grid, args, kwargs in launches(x, stacked.weight[:m], None, lora_b, depth, seg, shrunk, y, None,
+                                               scale, variant, False, config, shrink=False):
         kernel[grid](*args, **kwargs)
     return y

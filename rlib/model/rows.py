@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels.lora_batch import lora_batch
+from kernels.lora_batch import IMPLS, lora_batch, triton_available
 
 __all__ = ["RowAdapters", "RowDepths", "RowGeometry"]
 
@@ -28,12 +28,19 @@ class RowAdapters:
     """Every per-depth adapter of a model, stacked once for row-wise use (inference; weights are detached).
 
     For a Projection with LoRA at some depths: A [n, R, in], B [n, out, R] over its adapters and a table depth ->
-    adapter index (-1: none). For an RMSNorm with deltas: deltas [n + 1, D] (row n is zero) and its table.
+    adapter index (-1: none); with impl "stacked" (the default on a GPU) also [W; A_0; ...; A_n-1] for
+    `kernels.lora_batch.triton_ops.lora_batch_stacked`. For an RMSNorm with deltas: deltas [n + 1, D] (row n is zero)
+    and its table.
     """
 
     def __init__(self, model: nn.Module, n_depths: int, impl: str = "auto"):
+        if impl not in (*IMPLS, "stacked"):
+            raise ValueError(f"impl={impl!r}: choose from {(*IMPLS, 'stacked')}")
+        if impl == "auto" and triton_available(next(model.parameters()).device):
+            impl = "stacked"  # on a GPU: one GEMM for the base product and every depth's shrink, then the expand
         self.impl = impl
         self.loras: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.stacked: dict[int, object] = {}  # id(projection) -> StackedWeights, for impl "stacked"
         self.norms: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for module in model.modules():
             if not len(getattr(module, "adapters", ())):
@@ -47,6 +54,11 @@ class RowAdapters:
                 lora_a = torch.stack([module.adapters[str(d)].lora_a.detach() for d in depths])  # [n, R, in]
                 lora_b = torch.stack([module.adapters[str(d)].lora_b.detach() for d in depths])  # [n, out, R]
                 self.loras[id(module)] = (lora_a, lora_b, table)
+                if impl == "stacked":
+                    from kernels.lora_batch.triton_ops import stack_weights
+
+                    bias = None if module.bias is None else module.bias.detach()
+                    self.stacked[id(module)] = stack_weights(module.weight.detach(), lora_a, bias)
             elif hasattr(first, "delta"):  # an RMSNorm's depth-wise delta
                 deltas = [module.adapters[str(d)].delta.detach() for d in depths]
                 zero = torch.zeros_like(deltas[0])
@@ -70,7 +82,14 @@ class RowDepths:
             return F.linear(x, proj.weight, proj.bias)
         lora_a, lora_b, table = packed
         rows = x.reshape(x.shape[0], -1)  # [b, in]
-        out = lora_batch(rows, proj.weight, lora_a, lora_b, table[self.depths], proj.bias, impl=self.adapters.impl)
+        stacked = self.adapters.stacked.get(id(proj))
+        if stacked is not None:  # [b, out], a view into the stacked GEMM's [b, out + n R] output
+            from kernels.lora_batch.triton_ops import lora_batch_stacked
+
+            out = lora_batch_stacked(rows.contiguous(), stacked, lora_b, table[self.depths], variant="per_row")
+        else:
+            out = lora_batch(rows, proj.weight, lora_a, lora_b, table[self.depths], proj.bias,
+                             impl=self.adapters.impl)
         return out.view(*x.shape[:-1], -1)
 
     def norm(self, norm, x: torch.Tensor) -> torch.Tensor:
