@@ -119,3 +119,23 @@ def test_two_only_runs_merge_into_one_folder_and_archives_unpack(tmp_path):
     assert {p.name for p in merged.glob("*.csv")} == {"prefill.csv", "tests.csv", "summary.csv"}
     with pytest.raises(FileNotFoundError, match="no such archive"):
         folders.unpack(tmp_path / "missing.tgz", tmp_path / "gpu", order)
+
+
+def test_an_end_to_end_study_past_the_time_cap_is_stopped_and_the_others_kept(tmp_path, monkeypatch):
+    """A study in flight at the cap stops there (the lent machine's command limit would kill the whole check)."""
+    import time
+
+    from benchmarks.gpu_check import end_to_end
+    from benchmarks.gpu_check.runner import Context
+
+    model = type("Model", (), {"to": lambda self, dtype: self})()
+    monkeypatch.setattr(end_to_end, "smollm2", lambda ctx: (model, "none"))
+    monkeypatch.setattr(end_to_end, "depth_batching", lambda *a: [{"study": "depth_batching", "model": "vanilla"}])
+    monkeypatch.setattr(end_to_end, "self_speculative", lambda *a: time.sleep(30) or [])
+    monkeypatch.setattr(end_to_end, "mor_decode", lambda *a: [{"study": "mor_decode", "model": "vanilla"}])
+    ctx = Context("cpu", True, 1.5, tmp_path)
+    started = time.perf_counter()
+    table = end_to_end.section(ctx)[""]
+    assert time.perf_counter() - started < 10
+    assert list(table["study"]) == ["depth_batching", "self_speculative", "mor_decode"]
+    assert list(table["note"].fillna("")) == ["", "stopped: section time cap", "skipped: section time cap"]

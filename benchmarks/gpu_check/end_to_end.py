@@ -15,6 +15,8 @@ make self-speculative acceptance meaningless: its ratio is then the cost of draf
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import pandas as pd
@@ -146,6 +148,19 @@ def self_speculative(ctx: Context, model, weights: str) -> list[dict]:
              "note": "" if same else "OUTPUT DIFFERS from greedy decoding"}]
 
 
+class StudyStopped(BaseException):
+    """Raised inside a study that runs past the section's time cap (SIGALRM), so the finished studies are kept (a
+    BaseException, so that no `except Exception` inside a study swallows it)."""
+
+
+_ARMED = [False]
+
+
+def _stop(signum, frame):
+    if _ARMED[0]:
+        raise StudyStopped
+
+
 def section(ctx: Context) -> dict[str, pd.DataFrame]:
     import torch
 
@@ -153,16 +168,34 @@ def section(ctx: Context) -> dict[str, pd.DataFrame]:
     rows = []
     started = time.perf_counter()
     source, weights = smollm2(ctx)
-    for name, study in (("depth_batching", lambda: depth_batching(ctx, source, weights, dtype)),
-                        ("self_speculative", lambda: self_speculative(ctx, source.to(dtype), weights)),
-                        ("mor_decode", lambda: mor_decode(ctx, dtype))):
-        if ctx.time_left() <= 0:
-            rows.append({"study": name, "note": "skipped: section time cap"})
-            continue
-        try:
-            rows += study()
-        except Exception as error:  # noqa: BLE001 - one study failing leaves the others' ratios
-            rows.append({"study": name, "note": f"failed: {type(error).__name__}: {str(error)[:200]}"})
-            ctx.log(f"{name} failed: {error!r}")
+    # a study in flight at the cap is stopped (the lent machine's 10-minute command limit kills the whole check
+    # otherwise, losing the studies that finished); SIGALRM is the main thread's, where the runner runs
+    alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGALRM, _stop) if alarm else None
+    try:
+        for name, study in (("depth_batching", lambda: depth_batching(ctx, source, weights, dtype)),
+                            ("self_speculative", lambda: self_speculative(ctx, source.to(dtype), weights)),
+                            ("mor_decode", lambda: mor_decode(ctx, dtype))):
+            if ctx.time_left() <= 0:
+                rows.append({"study": name, "note": "skipped: section time cap"})
+                continue
+            if alarm:
+                _ARMED[0] = True
+                signal.setitimer(signal.ITIMER_REAL, max(0.1, ctx.time_left()))
+            try:
+                rows += study()
+            except StudyStopped:
+                rows.append({"study": name, "note": "stopped: section time cap"})
+                ctx.log(f"{name} stopped at the section's time cap")
+            except Exception as error:  # noqa: BLE001 - one study failing leaves the others' ratios
+                rows.append({"study": name, "note": f"failed: {type(error).__name__}: {str(error)[:200]}"})
+                ctx.log(f"{name} failed: {error!r}")
+            finally:
+                _ARMED[0] = False
+                if alarm:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        if alarm:
+            signal.signal(signal.SIGALRM, previous)
     ctx.log(f"end to end: {time.perf_counter() - started:.0f} s")
     return {"": pd.DataFrame(rows)}
