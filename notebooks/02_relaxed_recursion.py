@@ -146,10 +146,12 @@ run.figure(plots.plot_throughput(measured, simulated, "Generation throughput on 
 # %% [markdown]
 # ## On a GPU
 #
-# `make gpu-check` measures the LoRA batch kernel against the base GEMM and a per-depth loop, and continuous
-# depth-wise batching against vanilla (Fig. 8 on real hardware). The table shows the newest GPU results folder
-# (`benchmarks/results/gpu/`) with its device, date and commit, or says "not measured on a GPU": a CPU number never
-# stands in a GPU column.
+# `make gpu-check` measures the LoRA batch kernels against the base GEMM, a per-depth loop and the paper's merged
+# LoRA, launched eagerly and replayed from CUDA graphs, and continuous depth-wise batching against vanilla (Fig. 8 on
+# real hardware). The stacked schedule (one GEMM against the shared weight with every depth's A stacked under it,
+# then one expand kernel) is what the serving engine runs on a GPU. The table shows, section by section, the newest
+# GPU results folder (`benchmarks/results/gpu/`) with its device, date and commit, or says "not measured on a GPU":
+# a CPU number never stands in a GPU column.
 
 # %%
 run.table(gpu_results.chapter_table("02"), "gpu_results");

@@ -181,8 +181,10 @@ run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persis
 # ## On a GPU
 #
 # `make gpu-check` measures the tiled prefill at the paper's Table 2 shape (B = 32) beside its 38.85 ms per layer,
-# eager and in one CUDA graph. The table shows the newest GPU results folder (`benchmarks/results/gpu/`) with its
-# device, date and commit, or says "not measured on a GPU": a CPU number never stands in a GPU column.
+# eager and in one CUDA graph. In the graph the tile updates are a few per cent of the layer's time: the rest is the
+# N sequential token steps, which is where a faster layer must come from. The table shows the newest GPU results
+# folder that measured the prefill (`benchmarks/results/gpu/`) with its device, date and commit, or says "not
+# measured on a GPU": a CPU number never stands in a GPU column.
 
 # %%
 run.table(gpu_results.chapter_table("04"), "gpu_results")
