@@ -50,6 +50,7 @@ from rlib.layerskip import (
     decode_costs,
     decode_study,
     experiments,
+    generations,
     parse_study,
     plots,
     tables,
@@ -244,6 +245,29 @@ for study in acfg.studies:
     recipes = tuple(r for r in ("baseline", "ld_ee") if r in study.recipes)
     pretrained_decoding[study.name] = run.table(decode_study.adapt_decoding(acfg, work / "pretrained", study.name,
                                                                             recipes), f"decoding_{study.name}")
+
+# %% [markdown]
+# ### Early exit makes errors, self-speculation fixes them (Figs. 7 and 9)
+#
+# The paper shows a few continuations by a model exiting early, with the wrong phrases in red, judged by hand
+# (Fig. 7: continual pretraining, 7B exiting at layer 20 of 32; Fig. 9: from scratch, layer 24 of 32), and states
+# that verifying with the remaining layers fixes them. Here the red tokens are chosen by a rule (ours): an early-exit
+# token is wrong where the full model, given the same prefix, would have chosen another. The exit is the chapter's
+# decoding exit nearest the figure's depth; the self-speculative line is checked to be the full model's greedy output.
+
+# %%
+continual = acfg.studies[0]
+fig7 = decode_study.adapt_generations(acfg, work / "pretrained", continual.name,
+                                      tuple(r for r in ("baseline", "ld_ee") if r in continual.recipes))
+run.table(fig7[0], "generations_continual", show=False)
+run.table(fig7[1], "generations_continual_tokens", show=False)
+run.html(generations.generations_html(*fig7), "generations_continual");
+
+# %%
+fig9 = decode_study.scratch_generations(cfg, work)
+run.table(fig9[0], "generations_scratch", show=False)
+run.table(fig9[1], "generations_scratch_tokens", show=False)
+run.html(generations.generations_html(*fig9), "generations_scratch");
 
 # %% [markdown]
 # The parsing models decode the first test utterances until EOS, as in Tables 5 and 10 (E = L/4, L/2, 3L/4 and

@@ -394,3 +394,28 @@ def test_fast_decoding_claim_follows_the_numbers(off, on, exact, verdict):
     row = judged({"decoding_matmul": _ablation(off, on, exact)}).loc["ls.ours.fast_decoding"]
     assert row["verdict"] == verdict
     assert f"{off:.2f} ms/token off vs {on:.2f} on" in row["measured"] and "1.20x off, 1.40x on" in row["measured"]
+
+
+def figure_table(model: str, wrong: list[int], distinct: list[float], exact: bool = True) -> pd.DataFrame:
+    return pd.DataFrame([{"model": model, "prompt": i, "exit_layer": 19, "wrong_tokens": w, "new_tokens": 40,
+                          "greedy_distinct_2": d, "passes_gate": d >= 0.5, "self_speculative_equals_greedy": exact}
+                         for i, (w, d) in enumerate(zip(wrong, distinct))])
+
+
+def test_figure_7_and_9_claims_need_five_gate_passing_prompts_with_marked_errors():
+    fig7 = "ls.new.fig7_continual_generations"
+    good = figure_table("continual ld_ee", [3, 1, 5, 2, 4, 0], [0.9, 0.8, 0.7, 0.9, 0.6, 0.2])  # the loop is excluded
+    ledger = judged({"generations_continual": good})
+    assert ledger.loc[fig7, "verdict"] == H and "5 of 6 prompts pass the gate" in ledger.loc[fig7, "measured"]
+    clean = figure_table("continual ld_ee", [3, 0, 5, 2, 4], [0.9] * 5)
+    ledger = judged({"generations_continual": clean})
+    assert ledger.loc[fig7, "verdict"] == N and ledger.loc[fig7, "diagnosis"] == "disagrees with the paper"
+    few = figure_table("continual ld_ee", [3, 1, 5], [0.9, 0.1, 0.9])
+    assert judged({"generations_continual": few}).loc[fig7, "verdict"] == T
+    inexact = figure_table("continual ld_ee", [3, 1, 5, 2, 4], [0.9] * 5, exact=False)
+    assert judged({"generations_continual": inexact}).loc[fig7, "diagnosis"] == "setup"
+    fig9 = "ls.new.fig9_scratch_generations"
+    loops = pd.concat([figure_table("scratch baseline", [1] * 8, [0.12] * 8),
+                       figure_table("scratch ld_ee", [1] * 8, [0.9] * 8)])
+    ledger = judged({"generations_scratch": loops})
+    assert ledger.loc[fig9, "verdict"] == T and "0 of 8 prompts pass" in ledger.loc[fig9, "measured"]

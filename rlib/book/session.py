@@ -160,6 +160,19 @@ class ChapterRun:
         plt.close(fig)
         return fig
 
+    def html(self, markup: str, name: str, show: bool = True) -> str:
+        """Write an HTML fragment (e.g. generated text with marked tokens) as `<name>.html`; display it rendered."""
+        with atomic_path(self.out_dir / f"{name}.html") as tmp:
+            tmp.write_text(markup + "\n")
+        self.written.append(f"{name}.html")
+        if show:
+            try:
+                from IPython.display import HTML
+            except ImportError:
+                return markup
+            _display(HTML(markup))
+        return markup
+
     def metric(self, name: str, value: Any) -> Any:
         """Record one scalar headline number for `metrics.json`."""
         self.metrics[name] = value

@@ -9,6 +9,8 @@
                       predicted from them (`rlib.layerskip.decode_costs`: why the whole head falls short here)
     parse_matmul_ablation  the LayerSkip parsing model's baseline and first self-speculation setting with and without
                       `fast_decoding`'s few-token products (beyond the paper: what the CPU BLAS path does to both)
+    adapt_generations / scratch_generations  Figs. 7 and 9: a few early-exit continuations with their wrong tokens
+                      marked, beside self-speculation's (`rlib.layerskip.generations`)
     adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
                       Table 4's HumanEval setting) or held-out windows of the study's corpus
 
@@ -27,15 +29,16 @@ import torch
 
 from rlib import assets, data
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, decode_costs, parse_data, parse_study
+from rlib.layerskip import adapt, decode_costs, generations, parse_data, parse_study
 from rlib.layerskip import experiments as scratch
 from rlib.layerskip.analysis import motivation_probe
 from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, LayerSkipConfig, LayerSkipRun, ParseConfig
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.model import Decoder
 
-__all__ = ["adapt_decoding", "decode_models", "humaneval_prompts", "parse_costs", "parse_decoding",
-           "parse_matmul_ablation", "probe_models", "scratch_decoding"]
+__all__ = ["adapt_decoding", "adapt_generations", "decode_models", "figure_prompts", "humaneval_prompts",
+           "parse_costs", "parse_decoding", "parse_matmul_ablation", "probe_models", "scratch_decoding",
+           "scratch_generations"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
@@ -90,17 +93,62 @@ def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
     return [torch.tensor([tokenizer(p["prompt"], add_special_tokens=False)["input_ids"]]) for p in problems]
 
 
+def _adapt_prompts(cfg: AdaptConfig, study: str) -> list[torch.Tensor]:
+    """The study's decoding prompts [1, T]: HumanEval's for the python-stdlib study, held-out windows otherwise."""
+    corpus = cfg.study(study).corpus
+    if corpus == "python-stdlib":
+        return humaneval_prompts(assets.load_tokenizer(cfg.model), cfg.decode_prompts)
+    windows = data.heldout_windows(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts, split="test", seed=2)
+    return _window_prompts(windows, cfg.decode_prompt_len)
+
+
+def figure_prompts(decode_prompts: int) -> int:
+    """Candidate prompts of Figs. 7 and 9's analogs: four times the decoding prompts, 2 to 8 (the claims need 5
+    whose greedy continuation passes the gate)."""
+    return min(8, max(2, 4 * decode_prompts))
+
+
+def adapt_generations(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...] = ("ld_ee",),
+                      n_prompts: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 7's analog: the study's models of `recipes` continue `n_prompts` held-out windows of its corpus (default
+    `figure_prompts`) by early exit at Fig. 7's depth (`generations.figure_exit`) and by self-speculation (the
+    largest d of the config); `generations.generation_examples`' two tables, for all recipes."""
+    n_prompts = n_prompts or figure_prompts(cfg.decode_prompts)
+    windows = data.heldout_windows(cfg.study(study).corpus, cfg.model, cfg.decode_prompt_len, n_prompts,
+                                   split="test", seed=3)
+    prompts = _window_prompts(windows, cfg.decode_prompt_len)
+    decode = generations.text_decoder(assets.load_tokenizer(cfg.model))
+    frames = []
+    for recipe in recipes:
+        model = adapt.load_model(work, AdaptRun(study, recipe).name, cfg)
+        exit_layer = generations.figure_exit(len(model.plan))
+        frames.append(generations.generation_examples(model, decode, prompts, exit_layer, max(cfg.decode_drafts),
+                                                      cfg.decode_new_tokens, label=f"{study} {recipe}"))
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*frames))
+
+
+def scratch_generations(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
+                        n_prompts: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 9's analog: the from-scratch grid's first-seed models of `recipes` on `n_prompts` held-out windows
+    (default `figure_prompts`), early exit at Fig. 9's depth (layer 24 of 32) and self-speculation at the largest d."""
+    n_prompts = n_prompts or figure_prompts(cfg.decode_prompts)
+    text = cfg.text()
+    prompts = _window_prompts(text.heldout("test", n_prompts, seed=3), cfg.decode_prompt_len)
+    decode = generations.text_decoder(data.load_tokenizer(cfg.tokenizer), text.vocabulary())
+    frames = []
+    for recipe in recipes:
+        model = scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name)
+        exit_layer = generations.figure_exit(len(model.plan), generations.PAPER_FIG9_DEPTH)
+        frames.append(generations.generation_examples(model, decode, prompts, exit_layer, max(cfg.decode_drafts),
+                                                      cfg.decode_new_tokens, label=f"scratch {recipe}"))
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*frames))
+
+
 def adapt_decoding(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
                    peers: bool = False, source: Decoder | None = None) -> pd.DataFrame:
     """A study's models of `recipes` (SOURCE names the pretrained model: `source`, or loaded from the
     config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise."""
-    corpus = cfg.study(study).corpus
-    if corpus == "python-stdlib":
-        prompts = humaneval_prompts(assets.load_tokenizer(cfg.model), cfg.decode_prompts)
-    else:
-        windows = data.heldout_windows(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts, split="test",
-                                       seed=2)
-        prompts = _window_prompts(windows, cfg.decode_prompt_len)
+    prompts = _adapt_prompts(cfg, study)
     names = {recipe: recipe if recipe == SOURCE else AdaptRun(study, recipe).name for recipe in recipes}
     models = {recipe: source if recipe == SOURCE and source is not None else adapt.load_model(work, name, cfg)
               for recipe, name in names.items()}
