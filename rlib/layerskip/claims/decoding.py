@@ -445,8 +445,8 @@ def figure_generations(ctx: Context, table: str, models: tuple[str, ...]) -> Ver
         if any(broken for _, _, broken in clean):
             return "setup", "self-speculation differed from greedy decoding on some prompt: an exactness bug"
         where = ", ".join(f"{model}: {n}" for model, n, _ in clean if n)
-        return "disagrees with the paper", (f"early exit matched the full model on every token of some gate-passing prompts "
-                                f"({where}): at this depth the exit makes no error there to fix")
+        return "disagrees with the paper", (f"early exit matched the full model on every token of some gate-passing "
+                                            f"prompts ({where}): at this depth the exit makes no error there to fix")
 
     return Verdict(held, measured, diagnosis)
 
