@@ -25,13 +25,12 @@ import pandas as pd
 import torch
 
 from rlib.config import ConfigError
+from rlib.layerskip.claims.base import GATE  # the chapter's distinct-2 gate
 from rlib.layerskip.decoding import distinct_2
 from rlib.layerskip.speculative import early_exit_generate, self_speculative_generate
 from rlib.model import Decoder
 
-GATE = 0.5  # the chapter's distinct-2 gate (rlib.layerskip.claims.base.GATE; threshold ours)
-
-__all__ = ["GATE", "figure_exit", "generation_examples", "generations_html", "text_decoder", "wrong_tokens"]
+__all__ = ["figure_exit", "generation_examples", "generations_html", "text_decoder", "wrong_tokens"]
 
 PAPER_FIG7_DEPTH = 20 / 32  # Llama2 7B exiting at layer 20 (13B: 24 of 40, the same 0.6 within rounding)
 
@@ -87,6 +86,7 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
         wrong = wrong_tokens(model, early, t)  # [n]
         speculative, stats = self_speculative_generate(model, prompt, new_tokens, exit_layer, n_draft, eos_ids=())
         greedy = model.generate(prompt, new_tokens, eos_ids=())
+        diversity = distinct_2(greedy[0, t:].tolist())
         pieces = [decode([tok]) for tok in early[0, t:].tolist()]
         for position, (piece, bad) in enumerate(zip(pieces, wrong.tolist())):
             tokens.append({"model": label, "prompt": index, "position": position, "token": piece, "wrong": bad})
@@ -99,8 +99,7 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
             "self_speculative_text": decode(speculative[0, t:].tolist()),
             "self_speculative_equals_greedy": bool(torch.equal(speculative, greedy)),
             "acceptance": stats.acceptance,
-            "greedy_distinct_2": distinct_2(greedy[0, t:].tolist()),
-            "passes_gate": distinct_2(greedy[0, t:].tolist()) >= GATE})
+            "greedy_distinct_2": diversity, "passes_gate": diversity >= GATE})
     return pd.DataFrame(summary), pd.DataFrame(tokens)
 
 
