@@ -41,6 +41,11 @@ class RowAdapters:
         self.impl = impl
         self.loras: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self.stacked: dict[int, object] = {}  # id(projection) -> StackedWeights, for impl "stacked"
+        self.stacked_linear = None  # kernels.lora_batch.triton_ops.lora_batch_stacked, bound once (not per call)
+        if impl == "stacked":
+            from kernels.lora_batch.triton_ops import lora_batch_stacked, stack_weights
+
+            self.stacked_linear = lora_batch_stacked
         self.norms: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for module in model.modules():
             if not len(getattr(module, "adapters", ())):
@@ -55,8 +60,6 @@ class RowAdapters:
                 lora_b = torch.stack([module.adapters[str(d)].lora_b.detach() for d in depths])  # [n, out, R]
                 self.loras[id(module)] = (lora_a, lora_b, table)
                 if impl == "stacked":
-                    from kernels.lora_batch.triton_ops import stack_weights
-
                     bias = None if module.bias is None else module.bias.detach()
                     self.stacked[id(module)] = stack_weights(module.weight.detach(), lora_a, bias)
             elif hasattr(first, "delta"):  # an RMSNorm's depth-wise delta
@@ -84,9 +87,8 @@ class RowDepths:
         rows = x.reshape(x.shape[0], -1)  # [b, in]
         stacked = self.adapters.stacked.get(id(proj))
         if stacked is not None:  # [b, out], a view into the stacked GEMM's [b, out + n R] output
-            from kernels.lora_batch.triton_ops import lora_batch_stacked
-
-            out = lora_batch_stacked(rows.contiguous(), stacked, lora_b, table[self.depths], variant="per_row")
+            out = self.adapters.stacked_linear(rows.contiguous(), stacked, lora_b, table[self.depths],
+                                               variant="per_row")
         else:
             out = lora_batch(rows, proj.weight, lora_a, lora_b, table[self.depths], proj.bias,
                              impl=self.adapters.impl)
