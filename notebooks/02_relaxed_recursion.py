@@ -24,10 +24,10 @@
 # * Fig. 6, 7 and G.1-G.3 / Table G.2: relaxation against initialization, rank, and SVD against zero init;
 # * Tables 3 and J.1: early-exit training schedules, post- and co-training;
 # * Table I.1's distillation and longer-uptraining rows;
-# * Fig. 8 / Table K.2: throughput of vanilla static batching, continuous sequence-wise batching and continuous
-#   depth-wise batching with and without early exit, measured by a real engine and simulated as in the paper.
-#
-# * Table H.1: prefix relaxation (per-depth prompt vectors) next to LoRA.
+# * Table H.1: prefix relaxation (per-depth prompt vectors) next to LoRA;
+# * Fig. 3, Fig. 8 and Tables K.1-K.4: throughput of vanilla static batching, continuous sequence-wise batching and
+#   continuous depth-wise batching with and without early exit, on a varied-length workload under one memory budget,
+#   measured by a real engine with calibrated exit rules and simulated as in the paper.
 
 # %% tags=["parameters"]
 profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.relaxed.config.RelaxedConfig)
@@ -45,7 +45,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 from rlib import book, gpu_results, relax
 from rlib.recursive import experiments as recursive
 from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
-from rlib.serving import rows, simulate
+from rlib.serving import exits, rows, simulate
 
 cfg = config.RelaxedConfig.preset(profile).override(steps=steps, model=model)
 cfg.check_model(recursive.source_config(cfg.model).n_layers)  # an unsupported checkpoint or loop count fails here
@@ -116,21 +116,33 @@ run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
 
 # %%
 book.show_source(early_exit.ExitLoss)
-exits = run.table(tables.exit_table(results, cfg), "early_exit")
-run.figure(plots.plot_exits(exits, cfg.n_loops, "Static-exit NLL per loop after each schedule"), "early_exit");
+exit_nll = run.table(tables.exit_table(results, cfg), "early_exit")
+run.figure(plots.plot_exits(exit_nll, cfg.n_loops, "Static-exit NLL per loop after each schedule"), "early_exit");
 
 # %% [markdown]
-# ## Continuous depth-wise batching, for real (Fig. 8, Table K.2)
+# ## Continuous depth-wise batching, for real (Fig. 3, Fig. 8, Tables K.1-K.4)
 #
-# The paper simulated this. `rlib.serving` runs it: each pass executes the shared blocks once for
-# every busy slot, whatever loop its token is at, with per-slot per-depth keys/values and each row's LoRA
-# through `kernels.lora_batch`. A token whose top-1 probability after a loop reaches the threshold leaves; the
-# keys/values of the depths it skipped are filled from its exit state. With early exit off, the engine's output
-# is token for token the model's sequential greedy decoding (`tests/test_serving.py`).
+# The paper simulated this; `rlib.serving` runs it. Each engine pass executes the shared blocks once for every busy
+# slot, whatever loop its token is at, with per-slot per-depth keys/values and each row's LoRA. With early exit off,
+# the engine's output is token for token the model's sequential greedy decoding (`tests/test_serving.py`).
 #
-# Next to each measurement, the paper's simulation (`rlib.serving.simulate`) with this machine's measured
-# pass times and the exit loops each model produces (oracle: first loop that agrees with the last; and the
-# confidence rule) on the same text. The paper's own numbers are reproduced by the closed form first.
+# The set-up follows App. K where it can:
+#
+# * **Workload.** Held-out paragraphs (speakers' turns) of a real corpus, each prompted with the 64 tokens before it
+#   and answered with as many tokens as the paragraph has, capped at 256: the paper's prefix 64 / decode 256 with its
+#   test sets' varied lengths, all queued at once. Varied lengths are what static batching wastes (Fig. 3).
+# * **Memory cap (Table K.3).** One budget, set by the vanilla model at `max_batch` sequences: weights plus keys and
+#   values of every depth. Each model is served at the largest batch that fits; the looped models also at the vanilla
+#   batch, to separate scheduling from memory.
+# * **Exits.** The paper's oracle needs the last loop's answer. Real rules decide from loop 1 alone, calibrated on
+#   held-out text so that the tokens that leave agree with the last loop at `exit_precision`. The *classifier* is a
+#   linear probe on the hidden state (CALM's early-exit classifier), so the head runs only on rows that leave; the
+#   *softmax* rule needs the whole head on every row that could leave. Both are checked on test text against the
+#   oracle, and their share of the engine's step time is measured.
+#
+# Beside each measurement sits the paper's simulation (`rlib.serving.simulate`), with this machine's pass times and
+# the exit loops each model produced (its own rule's, or the oracle's on the text it generated). The paper's own
+# numbers are reproduced by the closed form first.
 
 # %%
 book.show_source(rows.DepthRows.run)
@@ -138,10 +150,19 @@ check = run.table(simulate.paper_check(), "paper_throughput_check", show=False)
 check.groupby(["batching", "dataset"])[["relative_error", "implied_mean_exit_loop"]].mean()
 
 # %%
-measured, simulated = throughput.throughput_tables(cfg, source, work)
-run.table(measured, "throughput_measured")
-run.table(simulated, "throughput_simulated")
-run.figure(plots.plot_throughput(measured, simulated, "Generation throughput on this machine"), "throughput");
+book.show_source(exits.ClassifierExit)
+study = throughput.throughput_tables(cfg, source, work)
+run.table(study["workload"], "workload")
+run.table(study["exit_rules"], "exit_rules")
+run.table(study["pass_times"], "pass_times", show=False)
+run.figure(plots.plot_pass_times(study["pass_times"], "Per-pass time against batch (Tables K.1 / K.3 analog)"),
+           "pass_times");
+
+# %%
+measured = run.table(study["throughput_measured"], "throughput_measured")
+simulated = run.table(study["throughput_simulated"], "throughput_simulated")
+run.figure(plots.plot_throughput(measured, simulated, "Generation throughput under one memory budget"), "throughput")
+run.figure(plots.plot_step_time(measured, "Where the engine's step time goes"), "step_time");
 
 # %% [markdown]
 # ## On a GPU

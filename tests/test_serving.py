@@ -14,6 +14,7 @@ from rlib.looping import Looping
 from rlib.model import Decoder, ExecutionPlan
 from rlib.relax import Relaxation
 from rlib.serving import LoopedProgram, Request, ServingEngine, make_engine
+from rlib.serving.exits import ClassifierExit
 from tests.test_looping import VOCAB, tiny_model
 
 
@@ -99,21 +100,26 @@ def test_confidence_threshold_trades_depth_for_passes():
     assert probs[2][1] < full.passes
 
 
-def test_one_lm_head_call_per_pass_serves_exit_probe_and_tokens(monkeypatch):
-    """The head's [V, D] weight dominates a small pass's memory traffic: with early exit on and slots at mixed
-    loops, the probe and the emitted tokens must share one head call per pass (plus one per prefill)."""
+def test_classifier_exit_runs_the_head_only_on_rows_that_emit(monkeypatch):
+    """With the classifier rule the [V, D] head runs once per emitted token (plus the prefills' calls), never on a
+    row that stays for another loop; the softmax rule pays the head on those rows too."""
     model = copy.deepcopy(MODELS["llama-looped"])
-    calls = []
+    rows = []
     head = model.head
-    monkeypatch.setattr(model, "head", lambda x: calls.append(x.shape[0]) or head(x))
+    monkeypatch.setattr(model, "head", lambda x: rows.append(x.shape[0] if x.ndim == 2 else 0) or head(x))
     reqs = requests(6, seed=4, max_new=(6, 10))
-    for threshold in (0.3, 0.2, 0.15, 0.1, 0.07, 0.05):  # find a threshold where some tokens exit and some do not
-        calls.clear()
-        res = make_engine(model, 3, 32, exit_threshold=threshold).run(reqs)
+    d = model.config.d_model
+    for bias in (0.0, -0.5, 0.5, -1.0, 1.0, -2.0, 2.0):  # a classifier under which some tokens exit and some stay
+        rule = ClassifierExit(torch.linspace(-3, 3, d).repeat(2, 1), torch.tensor([bias, bias]), threshold=0.5)
+        rows.clear()
+        res = make_engine(model, 3, 32, exit_rule=rule).run(reqs)
         if 1 < res.mean_exit_loop < 3:
             break
-    assert 1 < res.mean_exit_loop < 3, "no threshold gave partial exits: slots never drift to different loops"
-    assert len(calls) <= res.passes + len(reqs)
+    assert 1 < res.mean_exit_loop < 3, "no bias gave partial exits"
+    assert sum(rows) == res.tokens - len(reqs)  # decode tokens only: prefills call the head on [1, 1, D]
+    rows.clear()
+    soft = make_engine(model, 3, 32, exit_threshold=0.1).run(reqs)
+    assert sum(rows) > soft.tokens - len(reqs)
 
 
 def test_bad_settings_fail_before_any_work():

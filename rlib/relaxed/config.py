@@ -17,13 +17,18 @@ from rlib import looping, sources
 from rlib.config import ConfigError, Preset
 from rlib.train import TrainConfig
 
-__all__ = ["EXITS", "PHASES", "RelaxedConfig", "RelaxedVariant", "main_variants", "variants"]
+__all__ = ["EXITS", "PHASES", "SERVING_FIELDS", "RelaxedConfig", "RelaxedVariant", "main_variants", "variants"]
 
 
 EXITS = ("none", "weighted", "aggressive", "aggressive_kd")
 
 
 PHASES = ("uptrain", "co", "post")
+
+# RelaxedConfig fields of the throughput study only (`rlib.relaxed.throughput`): not part of the training runs' key
+SERVING_FIELDS = ("throughput_requests", "prompt_len", "new_tokens", "max_batch", "exit_precision",
+                  "throughput_repeats", "workload_corpus", "max_batch_cap", "exit_fit_windows", "long_context",
+                  "pass_repeats")
 
 
 @dataclass(frozen=True)
@@ -57,12 +62,17 @@ class RelaxedConfig(Preset):
     kd_alpha: float  # distillation weight for the KD row of Table I.1 (0 = no KD row)
     long_factor: int  # the "longer uptraining" row: this many times the steps (1 = none)
     precision: str
-    throughput_requests: int
-    prompt_len: int
-    new_tokens: int
-    max_batch: int
-    exit_thresholds: tuple[float, ...]  # confidence thresholds of the engine's early exit
+    throughput_requests: int  # paragraphs of `workload_corpus` served (`rlib.serving.workload`)
+    prompt_len: int  # the tokens before each paragraph (the paper's prefix 64 in Tables K.3 / K.4)
+    new_tokens: int  # the reply cap (the paper's decode 256)
+    max_batch: int  # the vanilla model's batch; it sets the memory budget every model is served under (Table K.3)
+    exit_precision: float  # exit rules are calibrated to this agreement with the last loop on held-out text
     throughput_repeats: int = 1  # engine runs per setting; the table keeps the median run (timing noise)
+    workload_corpus: str = "shakespeare"  # paragraphs = speakers' turns: real reply-length spread
+    max_batch_cap: int = 64  # the most slots any model gets, whatever the budget allows
+    exit_fit_windows: int = 32  # teacher-forced windows to fit (train split) and calibrate (validation) exit rules
+    long_context: int = 0  # also time passes at this position (0: none), for the short- vs long-context LoRA share
+    pass_repeats: int = 5  # timed passes per batch (median)
     tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
     task_limit: int = 0
 
@@ -74,8 +84,9 @@ class RelaxedConfig(Preset):
             rank_inits=("stepwise", "average"),
             extra_ranks=(), zero_inits=("average",), prefix_lengths=(4,), exit_schedules=("none", "aggressive_kd"),
             exit_coef=0.1,
-            co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", throughput_requests=3,
-            prompt_len=8, new_tokens=4, max_batch=2, exit_thresholds=(0.5,)),
+            co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", throughput_requests=4,
+            prompt_len=8, new_tokens=6, max_batch=2, exit_precision=0.5, max_batch_cap=4, exit_fit_windows=2,
+            pass_repeats=1),
         # ~45 min on 2 cores: 15 uptraining runs of 48 steps x 4 x 128 tokens, 6 post-training runs of 24 steps
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
@@ -85,8 +96,8 @@ class RelaxedConfig(Preset):
             zero_inits=("average", "lower"), prefix_lengths=(64,),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
-            throughput_requests=24, prompt_len=32, new_tokens=32, max_batch=8, exit_thresholds=(0.9, 0.6),
-            throughput_repeats=3),
+            throughput_requests=128, prompt_len=64, new_tokens=256, max_batch=8, exit_precision=0.9,
+            throughput_repeats=1, exit_fit_windows=32, long_context=1024),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
@@ -96,8 +107,8 @@ class RelaxedConfig(Preset):
             zero_inits=("average", "lower"), prefix_lengths=(64, 256),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
-            throughput_requests=256, prompt_len=128, new_tokens=256, max_batch=64, exit_thresholds=(0.9, 0.7, 0.5),
-            throughput_repeats=3),
+            throughput_requests=1024, prompt_len=64, new_tokens=256, max_batch=64, exit_precision=0.9,
+            throughput_repeats=3, max_batch_cap=512, exit_fit_windows=128, long_context=2048),
         "paper": dict(
             model="hf:google/gemma-2-2b", train_corpus="hf:cerebras/SlimPajama-627B",
             eval_corpora=("hf:cerebras/SlimPajama-627B",), n_loops=2, seq_len=2048, batch_size=1024,
@@ -108,8 +119,9 @@ class RelaxedConfig(Preset):
             zero_inits=("average", "lower"),
             prefix_lengths=(256, 512, 1024, 2048),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"), exit_coef=0.1, co_training=True,
-            kd_alpha=1.0, long_factor=4, precision="bf16", throughput_requests=20000, prompt_len=512,
-            new_tokens=2048, max_batch=43, exit_thresholds=(0.9,)),
+            kd_alpha=1.0, long_factor=4, precision="bf16", throughput_requests=20000, prompt_len=64,
+            new_tokens=256, max_batch=111, exit_precision=0.9, max_batch_cap=1024, exit_fit_windows=256,
+            long_context=2560, workload_corpus="hf:cerebras/SlimPajama-627B"),
     }
 
     def __post_init__(self) -> None:
@@ -129,8 +141,19 @@ class RelaxedConfig(Preset):
             raise ConfigError(f"ranks {self.ranks + self.extra_ranks} must be >= 1 (rank 0 is the recursive model)")
         if self.precision not in ("no", "bf16"):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
-        if self.throughput_repeats < 1:
-            raise ConfigError(f"throughput_repeats={self.throughput_repeats} must be >= 1")
+        if self.throughput_repeats < 1 or self.pass_repeats < 1:
+            raise ConfigError(f"throughput_repeats={self.throughput_repeats} and pass_repeats={self.pass_repeats} "
+                              "must be >= 1")
+        if not 0 < self.exit_precision <= 1:
+            raise ConfigError(f"exit_precision={self.exit_precision} must lie in (0, 1] (the paper's oracle: 1)")
+        if self.max_batch < 1 or self.max_batch_cap < self.max_batch:
+            raise ConfigError(f"max_batch={self.max_batch} must be >= 1 and max_batch_cap={self.max_batch_cap} "
+                              ">= max_batch")
+
+    def grid_context(self) -> dict:
+        """The settings that decide the training runs (the run cache's key): every field but the serving study's,
+        so changing the workload or the exit rules re-serves the kept models without retraining any."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in SERVING_FIELDS}
 
     @property
     def tokenizer(self) -> str:

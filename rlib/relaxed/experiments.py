@@ -107,7 +107,7 @@ def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path 
     windows = ch01.eval_windows(cfg)
     return experiments.run_grid(variants(cfg), work,
                                 lambda v, slot: run_variant(v, cfg, source, Path(work), slot, windows, teacher_dir),
-                                context=(cfg,), modules=CODE_MODULES, desc="variants")
+                                context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants")
 
 
 def step0_table(cfg: RelaxedConfig, source: Decoder) -> pd.DataFrame:

@@ -4,6 +4,8 @@
     plot_relaxation     held-out perplexity after uptraining against non-embedding parameters, per init and LoRA init
     plot_exits          static-exit NLL of each loop after each early-exit schedule
     plot_throughput     measured (engine) and simulated (paper's model) tokens per second
+    plot_step_time      where the engine's step time goes (blocks / exit decision / head / KV filling)
+    plot_pass_times     ms per pass against batch, short and long context (Tables K.1 / K.3 analog)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from matplotlib.figure import Figure
 
 from rlib.plotting import PALETTE, grouped_bars, new_figure
 
-__all__ = ["plot_exits", "plot_relaxation", "plot_step0", "plot_throughput"]
+__all__ = ["plot_exits", "plot_pass_times", "plot_relaxation", "plot_step0", "plot_step_time", "plot_throughput"]
 
 
 def _finish_log_y(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -86,21 +88,64 @@ def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:
     return _slanted(fig, 8, 4.2)
 
 
+def _setting(r) -> str:
+    """One engine or simulation setting as a label: model · scheduler · exits · batch."""
+    rule = r.exit_rule if hasattr(r, "exit_rule") else r.exits
+    exits = "no exit" if rule == "none" else f"{rule} exit"
+    return f"{r.model} · {r.scheduler} · {exits} · batch {int(r.batch)}"
+
+
 def plot_throughput(measured: pd.DataFrame, simulated: pd.DataFrame, title: str) -> Figure:
-    """Decode tokens/s per model and scheduler: the engine's measurement (prefill time excluded, as in the
-    simulation) and the simulation side by side."""
-    rows = []
-    for r in measured.itertuples():
-        exit_label = "no exit" if pd.isna(r.exit_threshold) else f"exit ≥ {r.exit_threshold:g}"
-        rows.append({"setting": f"{r.model} · {r.scheduler} · {exit_label}", "source": "measured (engine)",
-                     "tokens_per_s": r.decode_tokens_per_s})
+    """Decode tokens/s per model, scheduler, exit rule and batch: the engine's measurement (prefill time excluded, as
+    in the simulation), the paper's simulation over the same exit loops, and the closed-form ceiling."""
+    rows = [{"setting": _setting(r), "source": "measured (engine)", "tokens_per_s": r.decode_tokens_per_s}
+            for r in measured.itertuples()]
     for r in simulated.itertuples():
-        exit_label = {"none": "no exit"}.get(r.exits, r.exits.replace("confidence ", "exit ≥ "))  # pair with measured
-        rows.append({"setting": f"{r.model} · {r.scheduler} · {exit_label}", "source": "simulated (paper's model)",
-                     "tokens_per_s": r.tokens_per_s})
+        rows.append({"setting": _setting(r), "source": "simulated (paper's model)", "tokens_per_s": r.tokens_per_s})
     fig = grouped_bars(pd.DataFrame(rows), "setting", "tokens_per_s", "source", log=False, fmt="{:.0f}", title=title,
                        xlabel="", ylabel="decode tokens / s")
+    return _slanted(fig, 10, 4.6)
+
+
+def plot_step_time(measured: pd.DataFrame, title: str) -> Figure:
+    """Where each engine setting's step time goes: blocks, exit decision, head, KV filling (stacked shares)."""
+    parts = ["blocks_s", "exit_decision_s", "head_s", "kv_fill_s"]
+    table = measured.assign(setting=[_setting(r) for r in measured.itertuples()]).set_index("setting")[parts]
+    shares = table.div(table.sum(axis=1), axis=0)  # [settings, parts]
+    fig, ax = new_figure(9, 4.2)
+    bottom = pd.Series(0.0, index=shares.index)
+    colours = sns.color_palette(PALETTE, len(parts))
+    for colour, part in zip(colours, parts):
+        ax.bar(range(len(shares)), shares[part], bottom=bottom, color=colour, label=part.removesuffix("_s"))
+        bottom += shares[part]
+    for i, share in enumerate(shares["exit_decision_s"]):
+        if share > 0:
+            ax.annotate(f"{share:.1%}", (i, 1.0), textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7)
+    ax.set_xticks(range(len(shares)), shares.index)
+    ax.set_ylim(0, 1.08)
+    ax.set_ylabel("share of step time")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _slanted(fig, 9, 4.4)
+
+
+def plot_pass_times(passes: pd.DataFrame, title: str) -> Figure:
+    """Tables K.1 / K.3 analog: milliseconds per pass of the blocks against batch, per model, short and long context."""
+    fig, ax = new_figure(6.4, 3.8)
+    models = list(dict.fromkeys(passes["model"]))
+    colours = dict(zip(models, sns.color_palette(PALETTE, len(models))))
+    for (model, context), group in passes.groupby(["model", "context"], sort=False):
+        group = group.sort_values("batch")
+        ax.plot(group["batch"], group["ms_per_pass"], marker="o", color=colours[model],
+                linestyle="-" if context == "short" else "--",
+                label=f"{model}, position {int(group['position'].iloc[0])}")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("batch (busy slots)")
+    ax.set_ylabel("ms per pass of the blocks")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return fig
 
 
 def _slanted(fig: Figure, width: float, height: float) -> Figure:

@@ -1,8 +1,23 @@
-"""Chapter 02's throughput study (Relaxed Recursive Transformers Sec. 3.8, Fig. 8, App. K, Tables K.1-K.4).
+"""Chapter 02's throughput study (Relaxed Recursive Transformers Sec. 2.4, 3.8, Fig. 3, Fig. 8, App. K, Tables K.1-K.4).
 
-The real engine (`rlib.serving`) on held-out prompts: the source model with static and continuous batching, the
-recursive and relaxed models with continuous depth-wise batching with and without early exit; and the paper's
-simulation (`rlib.serving.simulate`) with this machine's measured pass times and the models' exit loops.
+The paper simulates; this study runs the book's serving engine (`rlib.serving`) and the paper's simulation side by
+side on one workload:
+
+    workload     held-out paragraphs of a real corpus: prompt = the `prompt_len` tokens before a paragraph, reply
+                 length = the paragraph's, capped at `new_tokens` (the paper's prefix 64 / decode 256, with its test
+                 sets' varied lengths), every request queued at once
+    memory cap   one budget, set by the vanilla model at `max_batch` sequences (weights + KV of every depth); each
+                 model serves the largest batch that fits (Table K.3); the looped models also at the vanilla batch
+    exits        the post-trained (Agg + KD, Table 3) recursive and relaxed models leave after loop j < B by a rule
+                 calibrated on held-out text to `exit_precision` agreement with the last loop: a linear exit
+                 classifier (cheap) and the softmax confidence (the full head), both checked against the oracle
+    measured     decode tokens/s, time to first token, exit shares per loop and the time split of a step (blocks /
+                 exit decision / head / KV filling) from the engine
+    simulated    the paper's scheduler simulation over this machine's pass times and each model's exit loops
+                 (the engine's own, and the oracle's on the generated text), and the closed-form ceiling
+                 batch / (t_pass(batch) x mean exit loop)
+
+    tables = throughput_tables(cfg, source, work)    # measured, simulated, pass_times, exit_rules, workload
 """
 
 from __future__ import annotations
@@ -16,86 +31,172 @@ import torch
 
 from rlib import data
 from rlib.model import Decoder, convert
+from rlib.progress import progress
 from rlib.relaxed import early_exit
 from rlib.relaxed.config import RelaxedConfig, main_variants
-from rlib.serving import Request, make_engine, simulate
+from rlib.serving import Request, make_engine, memory, simulate
+from rlib.serving.exits import (
+    SoftmaxExit,
+    calibrate,
+    decision_agreement,
+    exit_report,
+    fit_exit_classifier,
+    teacher_forced,
+)
+from rlib.serving.workload import length_summary, paragraph_requests
 
-__all__ = ["prompts", "throughput_tables"]
+__all__ = ["VANILLA", "prompts", "served_models", "throughput_tables"]
+
+VANILLA = "vanilla (source)"
+MIB = 2 ** 20
 
 
 def prompts(cfg: RelaxedConfig) -> list[Request]:
-    """Held-out prompts: the first `prompt_len` tokens of test windows of the uptraining corpus."""
-    n = cfg.throughput_requests
-    windows = data.heldout_windows(cfg.train_corpus, cfg.tokenizer, max(cfg.prompt_len, 2), n, split="test", seed=7)
-    return [Request(i, windows[i, :cfg.prompt_len].tolist(), cfg.new_tokens) for i in range(n)]
+    """The workload: `throughput_requests` held-out paragraphs of `workload_corpus` (`rlib.serving.workload`)."""
+    return paragraph_requests(cfg.workload_corpus, cfg.tokenizer, cfg.throughput_requests, cfg.prompt_len,
+                              cfg.new_tokens, seed=7)
 
 
-def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(measured, simulated): the engine's tokens/s per model and scheduler, and the paper's simulation with this
-    machine's pass times and each model's exit loops on the same prompts."""
-    reqs = prompts(cfg)
-    max_len = cfg.prompt_len + cfg.new_tokens + 1
-    models = {"vanilla (source)": source}
+def served_models(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[str, Decoder]:
+    """The vanilla source and every early-exit post-trained (Agg + KD) main model the grid kept, by label."""
+    models = {VANILLA: source}
+    dtype = next(source.parameters()).dtype
     for main in main_variants(cfg):
-        post = dataclasses.replace(main, exit="aggressive_kd", phase="post")
-        folder = work / post.name / "model"
+        folder = work / dataclasses.replace(main, exit="aggressive_kd", phase="post").name / "model"
         if (folder / convert.CONFIG_FILE).exists():
-            label = "recursive" if main.rank == 0 else f"relaxed r={main.rank}"
-            models[label] = convert.load(folder).to(next(source.parameters()).dtype)
-    measured, simulated = [], []
+            models["recursive" if main.rank == 0 else f"relaxed r={main.rank}"] = convert.load(folder).to(dtype)
+    return models
+
+
+def _exit_rules(model: Decoder, cfg: RelaxedConfig) -> tuple[dict[str, object], list[dict]]:
+    """The calibrated classifier and softmax rules of a looped model, and their report on test windows."""
+    def windows(split: str, n: int, seed: int) -> torch.Tensor:
+        return data.heldout_windows(cfg.train_corpus, cfg.tokenizer, cfg.seq_len, n, split=split, seed=seed)
+
+    with torch.no_grad():
+        fit = teacher_forced(model, windows("train", cfg.exit_fit_windows, 11), cfg.n_loops)
+        calib = teacher_forced(model, windows("validation", cfg.exit_fit_windows, 12), cfg.n_loops)
+        test = teacher_forced(model, windows("test", cfg.n_eval_windows, 13), cfg.n_loops)
+    rules = {"classifier": calibrate(fit_exit_classifier(fit), calib, cfg.exit_precision),
+             "softmax": calibrate(SoftmaxExit(0.5), calib, cfg.exit_precision)}
+    report = []
+    for name, rule in rules.items():
+        row = {"rule": name, "threshold": rule.threshold, "target_agreement": cfg.exit_precision,
+               "test_tokens": int(test.nll.shape[1]), **exit_report(rule, test),
+               "same_decision_as_softmax": decision_agreement(rule, rules["softmax"], test)}
+        report.append(row)
+    return rules, report
+
+
+def _pass_ms(engine, batch: int, position: int, repeats: int) -> float:
+    return 1000 * engine.program.pass_seconds(batch, position, repeats=repeats)
+
+
+def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[str, pd.DataFrame]:
+    """The study's tables: `throughput_measured`, `throughput_simulated`, `pass_times`, `exit_rules`, `workload`."""
+    reqs = prompts(cfg)
+    max_len = max(len(r.prompt) + r.max_new_tokens for r in reqs) + 1
+    models = served_models(cfg, source, work)
+    budget = memory.budget_for(source, cfg.max_batch, max_len)
+    batch_of = {label: min(memory.max_batch_under(budget, m, max_len), cfg.max_batch_cap)
+                for label, m in models.items()}
+    summary = length_summary(reqs)
+    position = int(cfg.prompt_len + summary["reply_mean"])  # a typical decode position of the workload
+    measured, simulated, passes, rules_report = [], [], [], []
+    settings = [(VANILLA, "static", "none", batch_of[VANILLA]), (VANILLA, "csb", "none", batch_of[VANILLA])]
+    for label in models:
+        if label != VANILLA:
+            settings += [(label, "cdb", rule, batch_of[label]) for rule in ("none", "classifier", "softmax")]
+            if batch_of[label] != cfg.max_batch:
+                settings.append((label, "cdb", "classifier", cfg.max_batch))  # equal batch: exits alone
+    rules: dict[str, dict[str, object]] = {}
     for label, model in models.items():
-        vanilla = label.startswith("vanilla")
-        settings = [("static", None), ("continuous", None)] if vanilla else \
-            [("continuous", None), *[("continuous", t) for t in cfg.exit_thresholds]]
-        for admission, threshold in settings:
-            engine = make_engine(model, cfg.max_batch, max_len, exit_threshold=threshold, admission=admission)
-            runs = sorted((engine.run(reqs) for _ in range(cfg.throughput_repeats)), key=lambda r: r.tokens_per_s)
-            res = runs[len(runs) // 2]  # the median run
-            scheduler = "static" if admission == "static" else ("csb" if vanilla else "cdb")
-            measured.append({"model": label, "scheduler": scheduler, "exit_threshold": threshold,
-                             "tokens": res.tokens, "seconds": res.seconds, "prefill_s": res.prefill_seconds,
-                             "tokens_per_s": res.tokens_per_s,
-                             "decode_tokens_per_s": res.decode_tokens_per_s,
-                             "mean_exit_loop": res.mean_exit_loop, "mean_busy": res.mean_busy,
-                             "passes": res.passes,
-                             "tokens_per_s_spread": runs[-1].tokens_per_s - runs[0].tokens_per_s})
-            if threshold is None and admission == "continuous":
-                batches = sorted({1, max(1, cfg.max_batch // 2), cfg.max_batch})
-                pos = cfg.prompt_len + cfg.new_tokens // 2
-                timing = simulate.per_batch_timing(batches, [engine.program.pass_seconds(b, pos) for b in batches])
-                loops = _exit_loops(res, vanilla)
-                for sched in (["static", "csb"] if vanilla else ["cdb"]):
-                    sim = simulate.simulate(loops, cfg.max_batch, timing, sched, n_loops=engine.n_loops)
-                    simulated.append({"model": label, "scheduler": sched, "exits": "none",
-                                      "tokens_per_s": sim.tokens_per_s, "mean_busy": sim.mean_busy})
-                if not vanilla:
-                    for name, exit_loops in _exit_variants(model, cfg, res, reqs).items():
-                        sim = simulate.simulate(exit_loops, cfg.max_batch, timing, "cdb", n_loops=engine.n_loops)
-                        simulated.append({"model": label, "scheduler": "cdb", "exits": name,
-                                          "tokens_per_s": sim.tokens_per_s, "mean_busy": sim.mean_busy,
-                                          "mean_exit_loop": float(np.mean([j for r in exit_loops for j in r]))})
-    return pd.DataFrame(measured), pd.DataFrame(simulated)
+        if label != VANILLA:
+            rules[label], report = _exit_rules(model, cfg)
+            rules_report += [{"model": label, **row} for row in report]
+    runs: dict[tuple, object] = {}
+    for label, scheduler, rule, batch in progress(settings, desc="serving", unit="run"):
+        model = models[label]
+        engine = make_engine(model, batch, max_len, admission="static" if scheduler == "static" else "continuous",
+                             exit_rule=None if rule == "none" else rules[label][rule])
+        engine.run(reqs[: min(len(reqs), batch)])  # warm-up on a few requests (allocations, first-call costs)
+        results = []
+        for _ in range(cfg.throughput_repeats):
+            engine.program.reset_seconds()
+            res = engine.run(reqs)
+            results.append((res, dict(engine.program.seconds)))
+        results.sort(key=lambda r: r[0].decode_tokens_per_s)
+        res, parts = results[len(results) // 2]  # the median run
+        runs[(label, scheduler, rule, batch)] = res
+        hist = res.exit_histogram()
+        step_s = sum(parts.values())
+        row = {"model": label, "scheduler": scheduler, "exit_rule": rule, "batch": batch,
+               "memory_mib": (memory.weight_bytes(model) + batch * memory.kv_bytes_per_sequence(model, max_len)) / MIB,
+               "tokens": res.tokens, "seconds": res.seconds, "prefill_s": res.prefill_seconds,
+               "tokens_per_s": res.tokens_per_s, "decode_tokens_per_s": res.decode_tokens_per_s,
+               "mean_ttft_s": res.mean_time_to_first_token, "mean_exit_loop": res.mean_exit_loop,
+               "mean_busy": res.mean_busy, "passes": res.passes,
+               "decode_tokens_per_s_spread": results[-1][0].decode_tokens_per_s - results[0][0].decode_tokens_per_s}
+        total = max(1, sum(hist.values()))
+        row.update({f"exit_share_loop{j}": hist.get(j, 0) / total for j in range(1, cfg.n_loops + 1)})
+        row.update({f"{part}_s": s for part, s in parts.items()})
+        row["exit_decision_share"] = parts["exit_decision"] / step_s if step_s else float("nan")
+        measured.append(row)
+    # pass times (Tables K.1 / K.3 analogs) at batch 1, the vanilla batch and each model's capped batch
+    for label, model in models.items():
+        batches = sorted({1, cfg.max_batch, batch_of[label]})
+        engine = make_engine(model, max(batches), max_len)
+        for b in batches:
+            passes.append({"model": label, "batch": b, "context": "short", "position": position,
+                           "ms_per_pass": _pass_ms(engine, b, position, cfg.pass_repeats)})
+        if cfg.long_context > max_len:
+            long_engine = make_engine(model, max(batches), cfg.long_context + 1)
+            for b in batches:
+                passes.append({"model": label, "batch": b, "context": "long", "position": cfg.long_context,
+                               "ms_per_pass": _pass_ms(long_engine, b, cfg.long_context, cfg.pass_repeats)})
+            del long_engine
+    pass_table = pd.DataFrame(passes)
+    # the paper's simulation over those pass times, each model at its capped batch
+    for label, model in models.items():
+        own = pass_table[(pass_table.model == label) & (pass_table.context == "short")]
+        timing = simulate.per_batch_timing(own["batch"].tolist(), (own["ms_per_pass"] / 1000).tolist())
+        batch = batch_of[label]
+        n_loops = 1 if label == VANILLA else cfg.n_loops
+        t_full = float(np.interp(batch, own["batch"], own["ms_per_pass"])) / 1000
+        if label == VANILLA:
+            lengths = [[1] * max(1, r.max_new_tokens - 1) for r in reqs]
+            for sched in ("static", "csb"):
+                sim = simulate.simulate(lengths, batch, timing, sched)
+                simulated.append({"model": label, "scheduler": sched, "exits": "none", "batch": batch,
+                                  "tokens_per_s": sim.tokens_per_s, "mean_busy": sim.mean_busy,
+                                  "ceiling_tokens_per_s": batch / t_full})
+            continue
+        variants = {"none": [[n_loops] * max(1, r.max_new_tokens - 1) for r in reqs]}
+        for rule in ("classifier", "softmax"):
+            res = runs[(label, "cdb", rule, batch)]
+            variants[rule] = [c.exit_loops[1:] or [n_loops] for c in res.completions.values()]
+        variants["oracle"] = _oracle_loops(model, cfg, runs[(label, "cdb", "none", batch)], reqs)
+        for name, loops in variants.items():
+            sim = simulate.simulate(loops, batch, timing, "cdb", n_loops=n_loops)
+            mean_loop = float(np.mean([j for r in loops for j in r]))
+            simulated.append({"model": label, "scheduler": "cdb", "exits": name, "batch": batch,
+                              "tokens_per_s": sim.tokens_per_s, "mean_busy": sim.mean_busy,
+                              "mean_exit_loop": mean_loop, "ceiling_tokens_per_s": batch / (t_full * mean_loop)})
+    workload = pd.DataFrame([{**summary, "corpus": cfg.workload_corpus, "prefix": cfg.prompt_len,
+                              "decode_cap": cfg.new_tokens, "budget_mib": budget / MIB,
+                              **{f"max_batch {m}": b for m, b in batch_of.items()}}])
+    return {"throughput_measured": pd.DataFrame(measured), "throughput_simulated": pd.DataFrame(simulated),
+            "pass_times": pass_table, "exit_rules": pd.DataFrame(rules_report), "workload": workload}
 
 
-def _exit_loops(res, vanilla: bool) -> list[list[int]]:
-    """Per request, the decode tokens' exit loops as the engine ran them (all B without early exit)."""
-    return [c.exit_loops[1:] or [res.n_loops] for c in res.completions.values()] if not vanilla else \
-        [[1] * max(1, len(c.tokens) - 1) for c in res.completions.values()]
-
-
-def _exit_variants(model: Decoder, cfg: RelaxedConfig, res, reqs: list[Request]) -> dict[str, list[list[int]]]:
-    """Oracle and confidence exit loops, teacher-forced on each request's prompt + generated text (as the paper
-    records them on held-out text), one list per request."""
+def _oracle_loops(model: Decoder, cfg: RelaxedConfig, res, reqs: list[Request]) -> list[list[int]]:
+    """The paper's oracle exit loops, teacher-forced on each request's prompt + the engine's (no-exit) generation."""
     exits = early_exit.loop_exits(model, cfg.n_loops)
-    out: dict[str, list[list[int]]] = {"oracle": []}
-    out.update({f"confidence {t:g}": [] for t in cfg.exit_thresholds})
+    out = []
     for req in reqs:
-        c = res.completions[req.id]
-        text = torch.tensor([req.prompt + c.tokens])
-        top, prob = early_exit.exit_predictions(model, text, exits)
+        text = torch.tensor([req.prompt + res.completions[req.id].tokens])
+        top, _ = early_exit.exit_predictions(model, text, exits)
         span = slice(len(req.prompt), text.shape[1] - 1)  # positions that predict generated tokens 2..n
-        out["oracle"].append(early_exit.oracle_exit_loops(top)[0, span].tolist() or [cfg.n_loops])
-        for t in cfg.exit_thresholds:
-            out[f"confidence {t:g}"].append(early_exit.confidence_exit_loops(prob, t)[0, span].tolist()
-                                            or [cfg.n_loops])
+        out.append(early_exit.oracle_exit_loops(top)[0, span].tolist() or [cfg.n_loops])
     return out
+

@@ -55,6 +55,7 @@ class Completion:
     id: int
     tokens: list[int] = field(default_factory=list)  # generated ids
     exit_loops: list[int] = field(default_factory=list)  # loops / recursions each token ran; the prefill's: all
+    first_token_s: float = float("nan")  # seconds from the start of the run to this request's first token
 
 
 @dataclass
@@ -87,6 +88,11 @@ class EngineResult:
     def mean_exit_loop(self) -> float:
         loops = [j for c in self.completions.values() for j in c.exit_loops[1:]]  # decode tokens only
         return sum(loops) / max(1, len(loops))
+
+    @property
+    def mean_time_to_first_token(self) -> float:
+        """Seconds from the start of the run (every request queued at once) to a request's first token, averaged."""
+        return sum(c.first_token_s for c in self.completions.values()) / max(1, len(self.completions))
 
     def exit_histogram(self) -> dict[int, int]:
         """Decode tokens per exit loop 1..n_loops (0 = tokens that ran no recursion, for MoR)."""
@@ -181,7 +187,8 @@ class ServingEngine:
                     t_pre = time.perf_counter()
                     first = program.prefill(slot, req.prompt)
                     prefill_seconds += time.perf_counter() - t_pre
-                    request_of[slot], done[req.id] = req, Completion(req.id)
+                    request_of[slot] = req
+                    done[req.id] = Completion(req.id, first_token_s=time.perf_counter() - t0)
                     position[slot] = len(req.prompt) - 1
                     emit(slot, first, program.n_loops)
             busy = [s for s in range(n) if request_of[s] is not None]

@@ -9,11 +9,16 @@ loop; a slot whose token finished its last loop, or whose intermediate answer is
 the token and starts the request's next token (loop 0) in the same slot. So the batch stays full without waiting for
 the deepest token. A plain decoder is the B = 1 case (continuous sequence-wise batching).
 
+Whether a token may leave early is an exit rule (`rlib.serving.exits`): the head's softmax confidence (which costs the
+[V, D] head on every row that could leave) or a linear classifier on the hidden state (D multiply-adds per row; the
+head then runs only on rows that leave). On a CPU, `seconds` splits step time into blocks, exit decision, head and
+KV filling, so the decision's share of a pass is measured, not assumed.
+
 When a token exits after loop j < B, the depths it skipped have no keys/values for its position. They are filled from
 the exiting hidden state (each skipped depth's K/V projection of it: CALM's state propagation), which costs a K/V
 projection per skipped depth; the paper's simulation ignores this cost.
 
-    engine = ServingEngine(LoopedProgram(model, exit_threshold=0.9), max_batch=16, max_len=256)
+    engine = ServingEngine(LoopedProgram(model, exit_rule=calibrated_rule), max_batch=16, max_len=256)
 """
 
 from __future__ import annotations
@@ -24,17 +29,23 @@ import torch
 
 from rlib.config import ConfigError
 from rlib.model import Decoder
+from rlib.serving.exits import ExitRule, SoftmaxExit
 from rlib.serving.rows import DepthRows
 
-__all__ = ["LoopedProgram"]
+__all__ = ["PARTS", "LoopedProgram"]
+
+PARTS = ("blocks", "exit_decision", "head", "kv_fill")  # the timed parts of a step
 
 
 class LoopedProgram:
     """The `DepthProgram` of a cycle-looped Decoder (a plain decoder is the one-loop case)."""
 
-    def __init__(self, model: Decoder, exit_threshold: float | None = None, lora_impl: str | None = None):
+    def __init__(self, model: Decoder, exit_threshold: float | None = None, lora_impl: str | None = None,
+                 exit_rule: ExitRule | None = None):
         if exit_threshold is not None and not 0 < exit_threshold <= 1:
             raise ConfigError(f"exit_threshold={exit_threshold} must lie in (0, 1] (or None: no early exit)")
+        if exit_threshold is not None and exit_rule is not None:
+            raise ConfigError("pass exit_threshold (a SoftmaxExit) or exit_rule, not both")
         self.model = model.eval()
         self.n_blocks = len(model.blocks)
         steps = model.plan.steps
@@ -46,7 +57,12 @@ class LoopedProgram:
         if any(len(block.attn.adapters) for block in model.blocks):
             raise ConfigError("the engine does not run prefix-relaxed models (App. H); use LoRA relaxation")
         self.n_loops = len(steps) // self.n_blocks
-        self.exit_threshold = exit_threshold
+        self.exit_rule = SoftmaxExit(exit_threshold) if exit_threshold is not None else exit_rule
+        weight = getattr(exit_rule, "weight", None)
+        if weight is not None and tuple(weight.shape) != (self.n_loops - 1, model.config.d_model):
+            raise ConfigError(f"exit classifier weight {tuple(weight.shape)} does not fit a {self.n_loops}-loop model "
+                              f"of width {model.config.d_model}: needs [{self.n_loops - 1}, {model.config.d_model}]")
+        self.seconds = dict.fromkeys(PARTS, 0.0)  # where step() spends its time (CPU only: no syncs on a GPU)
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.lora_impl = lora_impl or ("auto" if self.device.type == "cuda" else "loop")
@@ -78,30 +94,57 @@ class LoopedProgram:
             x = self.rows.run(x, slots, loops * self.n_blocks + k, positions)
         return x
 
+    def _clock(self) -> float:
+        """perf_counter on a CPU (synchronous); on a GPU the parts are not timed (a sync per part would slow it)."""
+        return time.perf_counter() if self.device.type != "cuda" else 0.0
+
     def step(self, slots: list[int]) -> tuple[list[tuple[int, int, int]], int]:
+        t0 = self._clock()
         busy = torch.tensor(slots, dtype=torch.long, device=self.device)
         loops, positions = self.loop[busy], self.position[busy]
         x = self._pass(self.hidden[busy], busy, loops, positions)
         self.hidden[busy] = x
         self.loop[busy] = loops + 1
         finished = loops + 1 == self.n_loops  # [b]
-        probing = self.exit_threshold is not None and self.n_loops > 1 and not bool(finished.all())
-        rows = torch.arange(len(busy), device=self.device) if probing else finished.nonzero(as_tuple=True)[0]
-        if not len(rows):
-            return [], len(slots)
-        # One LM-head call per pass serves both the exit probe and the emitted tokens: on a small batch the head is
-        # bound by reading its [V, D] weight, so a second call would cost as much again.
-        logits = self.model.head(x[rows]).float()  # [r, V]
-        tokens = logits.argmax(-1)
-        if probing:  # rows == every busy row here
-            confidence = (logits.amax(-1) - torch.logsumexp(logits, -1)).exp()  # top-1 probability [b]
-            exits = ((confidence >= self.exit_threshold) & ~finished).nonzero(as_tuple=True)[0]
+        t1 = self._clock()
+        self.seconds["blocks"] += t1 - t0
+        tokens = torch.zeros(len(busy), dtype=torch.long, device=self.device)
+        leaving = torch.zeros_like(finished)  # early exits of this pass
+        rule = self.exit_rule
+        if rule is not None and self.n_loops > 1 and not bool(finished.all()):
+            mid = (~finished).nonzero(as_tuple=True)[0]
+            logits = self.model.head(x[mid]) if rule.needs_logits else None  # [m, V]: the softmax rule's cost
+            leave = rule.decide(self.model, x[mid], loops[mid] + 1, logits)  # [m]
+            exits = mid[leave]
+            if logits is not None and len(exits):
+                tokens[exits] = logits[leave].float().argmax(-1)
+            t2 = self._clock()
+            self.seconds["exit_decision"] += t2 - t1
             if len(exits):
                 self._fill_skipped(x[exits], busy[exits], loops[exits] + 1, positions[exits])
-                finished[exits] = True
-            tokens = tokens[finished]
+                self.seconds["kv_fill"] += self._clock() - t2
+                leaving[exits] = True
+        head_rows = finished if rule is not None and rule.needs_logits else finished | leaving
+        self._emit(x, head_rows, tokens)
+        return self._finish(slots, loops, finished | leaving, tokens), len(slots)
+
+    def _emit(self, x: torch.Tensor, rows_mask: torch.Tensor, tokens: torch.Tensor) -> None:
+        """The head's argmax for the rows in `rows_mask` [b], written into tokens [b] (one head call)."""
+        rows = rows_mask.nonzero(as_tuple=True)[0]
+        if len(rows):
+            t0 = self._clock()
+            tokens[rows] = self.model.head(x[rows]).float().argmax(-1)
+            self.seconds["head"] += self._clock() - t0
+
+    @staticmethod
+    def _finish(slots: list[int], loops: torch.Tensor, finished: torch.Tensor,
+                tokens: torch.Tensor) -> list[tuple[int, int, int]]:
         done = finished.nonzero(as_tuple=True)[0].tolist()
-        return [(slots[r], t, int(loops[r]) + 1) for r, t in zip(done, tokens.tolist())], len(slots)
+        token_list, loop_list = tokens.tolist(), loops.tolist()
+        return [(slots[r], token_list[r], loop_list[r] + 1) for r in done]
+
+    def reset_seconds(self) -> None:
+        self.seconds = dict.fromkeys(PARTS, 0.0)
 
     def _fill_skipped(self, x: torch.Tensor, slots, loops_done, positions) -> None:
         """Keys/values of the depths an early-exiting token skipped, from its exit hidden state x [b, D]."""
