@@ -112,7 +112,8 @@ run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
 # Each loop's output can be read through the shared head. `weighted` gives loop j the weight j / Σi; the
 # paper's `aggressive` keeps weight 1 on the final loop and a small c on the others, `+kd` also distills each
 # intermediate exit from the detached final one. `none` is the control: the same post-training tokens without
-# exit losses. `co` applies the aggressive+kd loss during uptraining instead of after it.
+# exit losses. `co` applies the aggressive+kd loss during uptraining instead of after it. The rows with `sweep`
+# set are Table J.1's coefficient sweep: the recursive model post-trained with aggressive CE at other values of c.
 
 # %%
 book.show_source(early_exit.ExitLoss)

@@ -36,7 +36,8 @@ CPU_VERDICTS = {
     "rrt.tab3.loop1_lifted_small_gap": "held",
     "rrt.tabJ1.weighted_overemphasizes_loop1": "held",
     "rrt.tabJ1.self_kd_lifts_loop1": "held",
-    "rrt.tabJ1.coefficient_sweep_and_freeze": "not measured",
+    "rrt.tabJ1.coefficient_sweep": "not measured",
+    "rrt.tabJ1.freeze_head_lora": "not measured",
     "rrt.tabJ1.post_beats_co_training": "not held",
     "rrt.tabJ2.relaxed_loop1_worse": "held",
     "rrt.tabJ3.second_architecture": "not measured",
@@ -126,14 +127,26 @@ EXITS = {("recursive", "uptrain", "none"): (7.0, 6.0), ("recursive", "post", "no
          ("relaxed r=16", "post", "aggressive"): (7.2, 6.33), ("relaxed r=16", "post", "aggressive_kd"): (7.0, 6.34)}
 
 
+# Table J.1's coefficient sweep: recursive, post-trained with aggressive CE at c -> (NLL loop 1, NLL loop 2)
+SWEEP = {0.3: (6.1, 6.02), 0.05: (6.4, 6.0), 0.01: (7.0, 5.99)}
+
+
 def exits_table(**changes: tuple[float, float]) -> pd.DataFrame:
-    """A small early_exit table; `changes` sets one row by '<model>_<phase>_<exit>' (model 'relaxed' = r=16)."""
+    """A small early_exit table with the sweep rows; `changes` sets one row by '<model>_<phase>_<exit>' (model
+    'relaxed' = r=16) or a sweep row by 'sweep_<c>'."""
     nll = dict(EXITS)
+    sweep = dict(SWEEP)
     for key, loops in changes.items():
+        if key.startswith("sweep_"):
+            sweep[float(key.removeprefix("sweep_"))] = loops
+            continue
         model, phase, exit = key.split("_", 2)
         nll[("relaxed r=16" if model == "relaxed" else model, phase, exit)] = loops
-    return pd.DataFrame([{"model": m, "phase": p, "exit": e, "nll loop 1": a, "nll loop 2": b}
-                         for (m, p, e), (a, b) in nll.items()])
+    rows = [{"model": m, "phase": p, "exit": e, "coef": CFG.exit_coef if e.startswith("aggressive") else None,
+             "sweep": False, "nll loop 1": a, "nll loop 2": b} for (m, p, e), (a, b) in nll.items()]
+    rows += [{"model": "recursive", "phase": "post", "exit": "aggressive", "coef": c, "sweep": True,
+              "nll loop 1": a, "nll loop 2": b} for c, (a, b) in sweep.items()]
+    return pd.DataFrame(rows)
 
 
 @pytest.mark.parametrize("claim, change", [
@@ -144,6 +157,8 @@ def exits_table(**changes: tuple[float, float]) -> pd.DataFrame:
     ("rrt.tabJ1.self_kd_lifts_loop1", {"recursive_post_aggressive_kd": (6.25, 6.015)}),
     ("rrt.tabJ1.post_beats_co_training", {"recursive_co_aggressive_kd": (6.3, 5.9)}),
     ("rrt.tabJ2.relaxed_loop1_worse", {"relaxed_post_aggressive_kd": (6.05, 6.0)}),
+    ("rrt.tabJ1.coefficient_sweep", {"sweep_0.05": (6.15, 6.0)}),
+    ("rrt.tabJ1.coefficient_sweep", {"sweep_0.01": (7.0, 6.3)}),
 ])
 def test_one_exit_number_flips_the_verdict(claim, change):
     assert verdict({"early_exit": exits_table()}, claim) == "held"

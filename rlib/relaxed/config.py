@@ -68,6 +68,8 @@ class RelaxedConfig(Preset):
     max_batch: int  # the vanilla model's batch; it sets the memory budget every model is served under (Table K.3)
     exit_precision: float  # exit rules are calibrated to this agreement with the last loop on held-out text
     throughput_repeats: int = 1  # engine runs per setting; the table keeps the median run (timing noise)
+    exit_coefs: tuple[float, ...] = ()  # Table J.1's sweep: further c for the recursive model's Agg post-training
+    served_ranks: tuple[int, ...] = ()  # further relaxed (Average, SVD) ranks post-trained with Agg + KD and served
     workload_corpus: str = "shakespeare"  # paragraphs = speakers' turns: real reply-length spread
     max_batch_cap: int = 64  # the most slots any model gets, whatever the budget allows
     exit_fit_windows: int = 32  # teacher-forced windows to fit (train split) and calibrate (validation) exit rules
@@ -84,7 +86,7 @@ class RelaxedConfig(Preset):
             rank_inits=("stepwise", "average"),
             extra_ranks=(), zero_inits=("average",), prefix_lengths=(4,), exit_schedules=("none", "aggressive_kd"),
             exit_coef=0.1,
-            co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", throughput_requests=4,
+            co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", exit_coefs=(0.3,), throughput_requests=4,
             prompt_len=8, new_tokens=6, max_batch=2, exit_precision=0.5, max_batch_cap=4, exit_fit_windows=2,
             pass_repeats=1),
         # ~45 min on 2 cores: 15 uptraining runs of 48 steps x 4 x 128 tokens, 6 post-training runs of 24 steps
@@ -93,10 +95,10 @@ class RelaxedConfig(Preset):
             n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=16, lr=1e-3,
             warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=24, step0_ranks=(0, 4, 16, 64, 192),
             inits=("stepwise", "average", "lower"), ranks=(16, 64), rank_inits=("stepwise", "average"), extra_ranks=(),
-            zero_inits=("average", "lower"), prefix_lengths=(64,),
+            zero_inits=("stepwise", "average", "lower"), prefix_lengths=(64,),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
-            throughput_requests=128, prompt_len=64, new_tokens=256, max_batch=8, exit_precision=0.9,
+            exit_coefs=(0.3, 0.05, 0.01), served_ranks=(16,), throughput_requests=128, prompt_len=64, new_tokens=256, max_batch=8, exit_precision=0.9,
             throughput_repeats=1, exit_fit_windows=32, long_context=1024),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
@@ -141,6 +143,13 @@ class RelaxedConfig(Preset):
             raise ConfigError(f"ranks {self.ranks + self.extra_ranks} must be >= 1 (rank 0 is the recursive model)")
         if self.precision not in ("no", "bf16"):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        bad = [c for c in self.exit_coefs if not 0 < c <= 1]
+        if bad:
+            raise ConfigError(f"exit_coefs {bad} must lie in (0, 1] (the paper: 0.3, 0.1, 0.05, 0.01)")
+        bad = [r for r in self.served_ranks if r not in self.ranks + self.extra_ranks]
+        if bad:
+            raise ConfigError(f"served_ranks {bad} must be uptrained ranks (ranks or extra_ranks: "
+                              f"{self.ranks + self.extra_ranks})")
         if self.throughput_repeats < 1 or self.pass_repeats < 1:
             raise ConfigError(f"throughput_repeats={self.throughput_repeats} and pass_repeats={self.pass_repeats} "
                               "must be >= 1")
@@ -190,6 +199,7 @@ class RelaxedVariant:
     steps_factor: int = 1
     seed: int = 0
     prefix: int = 0  # prefix relaxation length (App. H) instead of LoRA; needs rank 0
+    coef: float | None = None  # the aggressive coefficient of this run's exit loss (None: the config's exit_coef)
 
     def __post_init__(self) -> None:
         if self.prefix and self.rank:
@@ -210,13 +220,13 @@ class RelaxedVariant:
         if self.steps_factor != 1:
             base += f"-x{self.steps_factor}"
         if self.phase != "uptrain":
-            base += f"-{self.phase}_{self.exit}"
+            base += f"-{self.phase}_{self.exit}" + (f"{self.coef:g}" if self.coef is not None else "")
         return f"{base}-s{self.seed}"
 
     @property
     def parent(self) -> RelaxedVariant | None:
         """The uptrained model a post-training run starts from."""
-        return dataclasses.replace(self, exit="none", phase="uptrain") if self.phase == "post" else None
+        return dataclasses.replace(self, exit="none", phase="uptrain", coef=None) if self.phase == "post" else None
 
 
 def main_variants(cfg: RelaxedConfig) -> tuple[RelaxedVariant, RelaxedVariant]:
@@ -238,6 +248,10 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
         runs.append(dataclasses.replace(main_variants(cfg)[1], steps_factor=cfg.long_factor))
     for main in main_variants(cfg):
         runs += [dataclasses.replace(main, exit=s, phase="post") for s in cfg.exit_schedules]
+    recursive = main_variants(cfg)[0]
+    runs += [dataclasses.replace(recursive, exit="aggressive", phase="post", coef=c) for c in cfg.exit_coefs
+             if c != cfg.exit_coef]
+    runs += [RelaxedVariant("average", r, exit="aggressive_kd", phase="post") for r in cfg.served_ranks]
     if cfg.co_training:
         runs.append(dataclasses.replace(main_variants(cfg)[0], exit="aggressive_kd", phase="co"))
     names = [v.name for v in runs]

@@ -50,7 +50,8 @@ def _exit_loss(variant: RelaxedVariant, wrapped: ExitModel, cfg: RelaxedConfig) 
     if variant.exit == "none":
         return []
     schedule = "weighted" if variant.exit == "weighted" else "aggressive"
-    return [ExitLoss(wrapped, schedule, coef=cfg.exit_coef, kd=variant.exit == "aggressive_kd")]
+    coef = cfg.exit_coef if variant.coef is None else variant.coef
+    return [ExitLoss(wrapped, schedule, coef=coef, kd=variant.exit == "aggressive_kd")]
 
 
 def evaluate(model: Decoder, cfg: RelaxedConfig, windows: dict[str, torch.Tensor]) -> dict[str, float]:

@@ -80,9 +80,13 @@ def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
 
 def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:
     """`rlib.relaxed.exit_table`: NLL of each loop's exit, grouped by model and schedule."""
-    long = table.melt(id_vars=["model", "phase", "exit"], value_vars=[f"nll loop {j}" for j in range(1, n_loops + 1)],
+    table = table.copy()
+    table["run"] = table["model"] + " · " + table["phase"] + " " + table["exit"]
+    if "sweep" in table:  # Table J.1's coefficient sweep: name each run's c
+        sweep = table["sweep"].astype(bool)
+        table.loc[sweep, "run"] += table.loc[sweep, "coef"].map(lambda c: f" c={c:g}")
+    long = table.melt(id_vars=["run"], value_vars=[f"nll loop {j}" for j in range(1, n_loops + 1)],
                       var_name="exit at", value_name="nll")
-    long["run"] = long["model"] + " · " + long["phase"] + " " + long["exit"]
     fig = grouped_bars(long, "run", "nll", "exit at", log=False, fmt="{:.2f}", title=title, xlabel="",
                        ylabel="held-out NLL (nats / token)")
     return _slanted(fig, 8, 4.2)

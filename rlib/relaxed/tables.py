@@ -38,13 +38,18 @@ def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFram
     """Tables 3 / J.1: static-exit NLL of every loop after each early-exit schedule, for both main models."""
     df = flat(results)
     mains = {m.name.rsplit("-s", 1)[0]: m for m in main_variants(cfg)}
+    mains.update({RelaxedVariant("average", r).name.rsplit("-s", 1)[0]: None for r in cfg.served_ranks})
     rows = []
     for r in df.itertuples():
-        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed, r.prefix)
-        base = dataclasses.replace(v, exit="none", phase="uptrain")
+        coef = getattr(r, "coef", None)
+        coef = None if coef is None or pd.isna(coef) else float(coef)
+        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed, r.prefix, coef)
+        base = dataclasses.replace(v, exit="none", phase="uptrain", coef=None)
         if base.name.rsplit("-s", 1)[0] not in mains or v.kd or v.steps_factor != 1:
             continue
-        row = {"model": "recursive" if v.rank == 0 else f"relaxed r={v.rank}", "phase": v.phase, "exit": v.exit}
+        row = {"model": "recursive" if v.rank == 0 else f"relaxed r={v.rank}", "phase": v.phase, "exit": v.exit,
+               "coef": (cfg.exit_coef if v.coef is None else v.coef) if v.exit.startswith("aggressive") else None,
+               "sweep": v.coef is not None}  # True: a Table J.1 coefficient-sweep run beside the main recipe
         row.update({f"nll loop {j}": df.loc[r.Index, f"after nll_loop{j}"] for j in range(1, cfg.n_loops + 1)})
         rows.append(row)
     return pd.DataFrame(rows)

@@ -33,7 +33,7 @@ from rlib import data
 from rlib.model import Decoder, convert
 from rlib.progress import progress
 from rlib.relaxed import early_exit
-from rlib.relaxed.config import RelaxedConfig, main_variants
+from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
 from rlib.serving import Request, make_engine, memory, simulate
 from rlib.serving.exits import (
     SoftmaxExit,
@@ -58,10 +58,13 @@ def prompts(cfg: RelaxedConfig) -> list[Request]:
 
 
 def served_models(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[str, Decoder]:
-    """The vanilla source and every early-exit post-trained (Agg + KD) main model the grid kept, by label."""
+    """The vanilla source and every early-exit post-trained (Agg + KD) model the grid kept (the main recursive and
+    relaxed models and the `served_ranks`), by label, in rank order."""
     models = {VANILLA: source}
     dtype = next(source.parameters()).dtype
-    for main in main_variants(cfg):
+    recursive, relaxed = main_variants(cfg)
+    uptrained = [recursive, relaxed, *[RelaxedVariant("average", r) for r in cfg.served_ranks if r != relaxed.rank]]
+    for main in sorted(uptrained, key=lambda v: v.rank):
         folder = work / dataclasses.replace(main, exit="aggressive_kd", phase="post").name / "model"
         if (folder / convert.CONFIG_FILE).exists():
             models["recursive" if main.rank == 0 else f"relaxed r={main.rank}"] = convert.load(folder).to(dtype)
@@ -107,8 +110,8 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
     for label in models:
         if label != VANILLA:
             settings += [(label, "cdb", rule, batch_of[label]) for rule in ("none", "classifier", "softmax")]
-            if batch_of[label] != cfg.max_batch:
-                settings.append((label, "cdb", "classifier", cfg.max_batch))  # equal batch: exits alone
+            if batch_of[label] != cfg.max_batch:  # the vanilla batch: scheduling (Fig. 3) and exits without memory
+                settings += [(label, "cdb", rule, cfg.max_batch) for rule in ("none", "classifier")]
     rules: dict[str, dict[str, object]] = {}
     for label, model in models.items():
         if label != VANILLA:
