@@ -221,6 +221,7 @@ def throughput_tables(**changes: float) -> dict[str, pd.DataFrame]:
     def engine(model, scheduler, rule, b, tok_s, **extra):
         return {"model": model, "scheduler": scheduler, "exit_rule": rule, "batch": b, "decode_tokens_per_s": tok_s,
                 "seconds": 11.0, "prefill_s": 1.0, "memory_mib": 500.0, "mean_busy": float(b), "mean_ttft_s": 1.0,
+                "passes": 100,
                 "exit_share_loop1": 0.0, "exit_share_loop2": 1.0, "exit_decision_share": 0.0, **parts, **extra}
 
     measured = [engine(V, "static", "none", 8, changes.get("engine_static", 95.0), mean_ttft_s=3.0),

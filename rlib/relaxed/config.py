@@ -98,8 +98,8 @@ class RelaxedConfig(Preset):
             zero_inits=("stepwise", "average", "lower"), prefix_lengths=(64,),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
-            exit_coefs=(0.3, 0.05, 0.01), served_ranks=(16,), throughput_requests=128, prompt_len=64, new_tokens=256, max_batch=8, exit_precision=0.9,
-            throughput_repeats=1, exit_fit_windows=32, long_context=1024),
+            exit_coefs=(0.3, 0.05, 0.01), served_ranks=(16,), throughput_requests=128, prompt_len=64, new_tokens=256,
+            max_batch=8, exit_precision=0.9, throughput_repeats=1, exit_fit_windows=32, long_context=1024),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
