@@ -1047,7 +1047,8 @@ def _sim_vs_engine(tables, cfg: RelaxedConfig) -> Outcome:
                 f"decision, KV filling, scheduling): {', '.join(outside)}; and the engine's blocks take longer per "
                 f"pass than the timed pass at the same busy slots (ms: engine vs timed at one position, "
                 f"{', '.join(slower)}; a likely cause, not separated here: the engine's attention spans every row's "
-                f"keys up to the batch's longest position, while the timed pass puts every row at the workload's mean position)")
+                f"keys up to the batch's longest position, while the timed pass puts every row at the workload's "
+                f"mean position)")
     return Outcome(held, measured, ("setup", evidence))
 
 
