@@ -35,7 +35,7 @@ from rlib.model.layers import Projection, RMSNorm
 from rlib.model.lora import LoRA, NormDelta, PrefixAdapter
 
 __all__ = ["PROJECTIONS", "RANK_GROUPS", "RELAX_INITS", "Relaxation", "full_rank", "lora_parameters", "prefix_relax",
-           "relax", "strip_adapters"]
+           "relax", "strip_adapters", "svd_relative_error"]
 
 PROJECTIONS = ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
                "mlp.down_proj")
@@ -90,6 +90,19 @@ def _svd_lora(residual: torch.Tensor, rank: int, lora: LoRA, cached: tuple | Non
         lora.lora_b.copy_(u[:, :rank] * s[:rank])
         lora.lora_a.copy_(vh[:rank])
     return u, s, vh
+
+
+def svd_relative_error(svd_cache: dict, rank: int) -> float:
+    """||W_l - W' - B_l A_l||_F / ||W_l - W'||_F over every residual in `svd_cache` (filled by `relax`) for a
+    rank-`rank` SVD LoRA: the share of the residuals' Frobenius norm the LoRA leaves out (App. G: a higher rank
+    restores the pretrained weights better). 1 at rank 0, 0 at full rank; depths whose residual is zero (Stepwise's
+    first loop) add nothing to either norm."""
+    left = total = 0.0
+    for _, s, _ in svd_cache.values():
+        squares = s.double().square()  # [k]
+        total += float(squares.sum())
+        left += float(squares[min(rank, len(squares)):].sum())
+    return (left / total) ** 0.5 if total else 0.0
 
 
 def relax(looped: Decoder, source: Decoder, relaxation: Relaxation, svd_cache: dict | None = None) -> Decoder:

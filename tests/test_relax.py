@@ -150,3 +150,24 @@ def test_svd_cache_reuses_factors_without_changing_the_result():
         fresh = relax.relax(looped, source, Relaxation(rank))
         torch.testing.assert_close(logits(cached, tokens), logits(fresh, tokens), atol=0, rtol=0)
     assert len(cache) == 6 * len(relax.PROJECTIONS)
+
+
+def test_svd_relative_error_is_the_frobenius_share_the_lora_leaves_out():
+    source = tiny_model(4)
+    looped = looping.convert(source, Looping(2, init="average"))
+    cache: dict = {}
+    model = relax.relax(looped, source, Relaxation(3), cache)
+    errors = [relax.svd_relative_error(cache, r) for r in range(0, 40)]
+    assert errors[0] == pytest.approx(1.0) and errors[-1] == pytest.approx(0.0, abs=1e-9)
+    assert all(a >= b for a, b in zip(errors, errors[1:]))
+    # measured directly on the weights of the rank-3 model: the same share
+    left = total = 0.0
+    for depth, step in enumerate(model.plan.steps):
+        for path in relax.PROJECTIONS:
+            proj = model.blocks[step.block].get_submodule(path)
+            lora = proj.adapters[str(depth)]
+            residual = (source.blocks[depth].get_submodule(path).weight.double() - proj.weight.double()).detach()
+            approx = (lora.lora_b.double() @ lora.lora_a.double()).detach()
+            total += float(residual.square().sum())
+            left += float((residual - approx).square().sum())
+    assert errors[3] == pytest.approx((left / total) ** 0.5, rel=1e-4)

@@ -14,7 +14,7 @@ from tests.claims_checks import check_partial_runs, check_specs, committed_ledge
 # the verdicts of the committed cpu run (figures/02_relaxed_recursion), claim by claim
 CPU_VERDICTS = {
     "rrt.eq5.full_rank_equals_source": "not held",
-    "rrt.appG.svd_error_falls_with_rank": "not measured",
+    "rrt.appG.svd_error_falls_with_rank": "not measured",  # the committed step0 table predates the column
     "rrt.ours.step0_ppl_monotone": "not held",
     "rrt.fig6b.avg_lower_gain_from_relaxation": "held",
     "rrt.s3_5.stepwise_may_degrade": "held",
@@ -172,9 +172,10 @@ def step0_table(**changes: float) -> pd.DataFrame:
     deltas; `changes` sets one tied-norm value by '<init>_<rank>'."""
     rows = [{"init": "source", "rank": float("nan"), "norms": None, "ppl": 100.0}]
     for init in CFG.inits:
-        for rank, ppl in ((0, 1000.0), (8, 500.0), (64, 100.05)):
-            rows.append({"init": init, "rank": float(rank), "norms": False, "ppl": changes.get(f"{init}_{rank}", ppl)})
-        rows.append({"init": init, "rank": 64.0, "norms": True, "ppl": 100.01})
+        for rank, ppl, error in ((0, 1000.0, 1.0), (8, 500.0, 0.4), (64, 100.05, 0.0)):
+            rows.append({"init": init, "rank": float(rank), "norms": False, "ppl": changes.get(f"{init}_{rank}", ppl),
+                         "svd_rel_error": changes.get(f"error_{init}_{rank}", error)})
+        rows.append({"init": init, "rank": 64.0, "norms": True, "ppl": 100.01, "svd_rel_error": 0.0})
     return pd.DataFrame(rows)
 
 
@@ -185,6 +186,9 @@ def test_step0_claims_follow_the_numbers():
     assert tied.loc["rrt.eq5.full_rank_equals_source", "verdict"] == "not held"
     assert tied.loc["rrt.eq5.full_rank_equals_source", "diagnosis"] == "disagrees with the paper"
     assert verdict({"step0": step0_table(average_8=2000.0)}, "rrt.ours.step0_ppl_monotone") == "not held"
+    assert verdict({"step0": step0_table()}, "rrt.appG.svd_error_falls_with_rank") == "held"
+    assert verdict({"step0": step0_table(error_lower_8=1.0)}, "rrt.appG.svd_error_falls_with_rank") == "not held"
+    assert verdict({"step0": step0_table(error_stepwise_64=0.01)}, "rrt.appG.svd_error_falls_with_rank") == "not held"
 
 
 def throughput_tables(**changes: float) -> dict[str, pd.DataFrame]:

@@ -325,8 +325,6 @@ SPECS = (
 )
 
 NOT_MEASURED = {
-    "rrt.appG.svd_error_falls_with_rank": "needs: the relative SVD reconstruction error of each depth's weights per "
-                                          "init and rank (a step-0 column the chapter does not compute yet)",
     "rrt.figG1.training_loss_relaxed_vs_recursive": "needs: relaxed models uptrained at a high rank (>= a quarter of "
                                                     "full rank, the paper's 512 of 2048) and the runs' training "
                                                     "curves as a table",
@@ -450,6 +448,22 @@ def _full_rank(tables, cfg: RelaxedConfig) -> Outcome:
         diagnosis = ("setup", f"even with per-depth norm deltas the full-rank model misses the source ({measured}): "
                               "the SVD initialization does not reproduce the weights")
     return Outcome(all(abs(v / source - 1) < EXACT for v in tied.values()), measured, diagnosis)
+
+
+@rules("rrt.appG.svd_error_falls_with_rank", "step0")
+def _svd_error(tables, cfg: RelaxedConfig) -> Outcome:
+    step0 = tables["step0"]
+    if "svd_rel_error" not in step0:
+        raise Missing("step0 lacks svd_rel_error (the relative SVD reconstruction error per init and rank)")
+    tied = step0[(step0["init"] != "source") & (step0["norms"] != True)]  # noqa: E712 (object column)
+    curves, held = [], True
+    for init, group in tied.groupby("init", sort=False):
+        group = group.sort_values("rank")
+        errors = group["svd_rel_error"].tolist()
+        held = held and strictly_falling(errors) and errors[-1] < EXACT
+        curves.append(f"{init}: " + ", ".join(f"r={int(r)} {e:.3f}" for r, e in zip(group["rank"], errors)))
+    measured = "; ".join(curves)
+    return Outcome(held, measured, ("disagrees with the paper", f"{measured}: the error does not fall to 0 with rank"))
 
 
 @rules("rrt.ours.step0_ppl_monotone", "step0")

@@ -130,5 +130,7 @@ def step0_table(cfg: RelaxedConfig, source: Decoder) -> pd.DataFrame:
         model = looped if rank == 0 else relax.relax(looped, source, Relaxation(rank, norms=norms), svd_caches[init])
         lora = 0 if rank == 0 else relax.lora_parameters(looped, Relaxation(rank))
         ppl = ch01.evaluate_model(model, cfg, windows, tasks=False)[key]
-        rows.append({"init": init, "rank": rank, "norms": norms, "lora_params": lora, "ppl": ppl})
+        error = 1.0 if rank == 0 else relax.svd_relative_error(svd_caches[init], rank)  # App. G's reconstruction
+        rows.append({"init": init, "rank": rank, "norms": norms, "lora_params": lora, "ppl": ppl,
+                     "svd_rel_error": error})
     return pd.DataFrame(rows)

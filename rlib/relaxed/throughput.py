@@ -108,9 +108,12 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
     measured, simulated, passes, rules_report = [], [], [], []
     settings = [(VANILLA, "static", "none", batch_of[VANILLA]), (VANILLA, "csb", "none", batch_of[VANILLA])]
     for label in models:
-        if label != VANILLA:
-            settings += [(label, "cdb", rule, batch_of[label]) for rule in ("none", "classifier", "softmax")]
-            if batch_of[label] != cfg.max_batch:  # the vanilla batch: scheduling (Fig. 3) and exits without memory
+        if label == VANILLA:
+            continue
+        settings += [(label, "cdb", rule, batch_of[label]) for rule in ("none", "classifier")]
+        if label == "recursive":  # the softmax rule's cost, and the vanilla batch (Fig. 3's scheduling without memory)
+            settings.append((label, "cdb", "softmax", batch_of[label]))
+            if batch_of[label] != cfg.max_batch:
                 settings += [(label, "cdb", rule, cfg.max_batch) for rule in ("none", "classifier")]
     rules: dict[str, dict[str, object]] = {}
     for label, model in models.items():
@@ -176,8 +179,9 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
             continue
         variants = {"none": [[n_loops] * max(1, r.max_new_tokens - 1) for r in reqs]}
         for rule in ("classifier", "softmax"):
-            res = runs[(label, "cdb", rule, batch)]
-            variants[rule] = [c.exit_loops[1:] or [n_loops] for c in res.completions.values()]
+            if (label, "cdb", rule, batch) in runs:
+                res = runs[(label, "cdb", rule, batch)]
+                variants[rule] = [c.exit_loops[1:] or [n_loops] for c in res.completions.values()]
         variants["oracle"] = _oracle_loops(model, cfg, runs[(label, "cdb", "none", batch)], reqs)
         for name, loops in variants.items():
             sim = simulate.simulate(loops, batch, timing, "cdb", n_loops=n_loops)
