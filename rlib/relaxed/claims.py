@@ -416,7 +416,9 @@ def _pass_ratio(tables: Mapping[str, pd.DataFrame], cfg: RelaxedConfig, model: s
     passes = tables.get("pass_times")
     if passes is None or passes.empty:
         raise Missing("needs: pass_times (the throughput study's timed passes)")
-    vanilla = next(m for m in passes["model"].unique() if m.startswith("vanilla"))
+    vanilla = next((m for m in passes["model"].unique() if m.startswith("vanilla")), None)
+    if vanilla is None:
+        raise Missing("pass_times has no vanilla model")
     batch = int(rows(passes, model=vanilla)["batch"].max())  # the vanilla model's (capped) batch
     return _pass_ms(tables, model, batch) / _pass_ms(tables, vanilla, batch)
 
@@ -880,7 +882,9 @@ def _pass_ms(tables, model: str, batch: int, context: str = "short") -> float:
 def _memory_cap(tables, cfg: RelaxedConfig) -> Outcome:
     work = tables["workload"].iloc[0]
     batches = {c.removeprefix("max_batch "): int(work[c]) for c in work.index if c.startswith("max_batch ")}
-    vanilla = next(m for m in batches if m.startswith("vanilla"))
+    vanilla = next((m for m in batches if m.startswith("vanilla")), None)
+    if vanilla is None:
+        raise Missing("workload has no vanilla model's batch")
     if "recursive" not in batches:
         raise Missing("workload has no recursive model's batch")
     passes = tables["pass_times"]
