@@ -1054,7 +1054,7 @@ def _sim_vs_engine(tables, cfg: RelaxedConfig) -> Outcome:
                                                                         for k, (a, b) in speedups.items())
     outside, per_pass = [], []
     passes = tables.get("pass_times")
-    for k, (sim_tok, r) in pairs.items():
+    for k, (_, r) in pairs.items():
         share = 1 - float(r["blocks_s"]) / (float(r["seconds"]) - float(r["prefill_s"]))
         outside.append(f"{k} {share:.0%} (alone 1/(1 - share) = {1 / (1 - share):.2f} of the {ratio[k]:.2f})")
         if passes is not None and len(passes) and r["passes"]:
