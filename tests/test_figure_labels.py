@@ -166,6 +166,10 @@ def _cases() -> dict[str, Callable[[], object]]:
             csv("02", "early_exit"), 2, "Static-exit NLL per loop after each schedule"),
         "rlib.relaxed.plots.plot_throughput": lambda: p02.plot_throughput(
             csv("02", "throughput_measured"), csv("02", "throughput_simulated"), "Generation throughput"),
+        "rlib.relaxed.plots.plot_step_time": lambda: p02.plot_step_time(
+            csv("02", "throughput_measured"), "Where the engine's step time goes"),
+        "rlib.relaxed.plots.plot_pass_times": lambda: p02.plot_pass_times(
+            csv("02", "pass_times"), "Per-pass time against batch (Tables K.1 / K.3 analog)"),
         "rlib.mor.plots.plot_curves": lambda: p03.plot_curves(
             _mor_curves(), "Validation NLL vs training FLOPs (isoFLOP budget 5e+12)"),
         "rlib.mor.plots.plot_depth_scaling": lambda: p03.plot_depth_scaling(
