@@ -123,13 +123,11 @@ def teacher_forced(model: Decoder, windows: torch.Tensor, n_loops: int, batch_si
     return TeacherForced(torch.cat(normed, 1), torch.cat(probs, 1), torch.cat(agrees, 1), torch.cat(nlls, 1))
 
 
-def fit_exit_classifier(data: TeacherForced, steps: int = 200, weight_decay: float = 1e-4,
-                        seed: int = 0) -> ClassifierExit:
+def fit_exit_classifier(data: TeacherForced, steps: int = 200, weight_decay: float = 1e-4) -> ClassifierExit:
     """One logistic regression per intermediate loop on `data` (labels: the loop agrees with the last), full-batch
     L-BFGS with an L2 penalty; threshold 0.5 until `calibrate` sets one."""
     if data.n_loops < 2:
         raise ConfigError("an exit classifier needs a model with at least two loops")
-    torch.manual_seed(seed)
     fits = [_logistic(data.normed[j], data.agrees[j].float(), steps, weight_decay) for j in range(data.n_loops - 1)]
     weights, biases = zip(*fits)
     return ClassifierExit(torch.stack(weights), torch.stack(biases))
@@ -180,8 +178,7 @@ def calibrate(rule: ExitRule, data: TeacherForced, precision: float) -> ExitRule
         early = loops < data.n_loops
         if not early.any():
             return replace(rule, threshold=t)
-        agree = data.agrees.gather(0, (loops.clamp(max=data.n_loops - 1) - 1)[None])[0]
-        if float(agree[early].float().mean()) >= precision:
+        if float(_agreement(loops, data)[early].float().mean()) >= precision:
             return replace(rule, threshold=t)
     return replace(rule, threshold=upper)
 
@@ -191,7 +188,7 @@ def exit_report(rule: ExitRule, data: TeacherForced) -> dict[str, float]:
     exit loop, and the NLL of the mixed predictions against the last loop's (the quality cost of exiting)."""
     loops = exit_loops(rule, data)  # [N]
     early = loops < data.n_loops
-    agree = data.agrees.gather(0, (loops.clamp(max=data.n_loops - 1) - 1)[None])[0]
+    agree = _agreement(loops, data)
     mixed = data.nll.gather(0, (loops - 1)[None])[0]
     out = {f"exit_share_loop{j}": float((loops == j).float().mean()) for j in range(1, data.n_loops + 1)}
     out.update({"mean_exit_loop": float(loops.float().mean()),
@@ -200,6 +197,12 @@ def exit_report(rule: ExitRule, data: TeacherForced) -> dict[str, float]:
                 "nll_last_loop": float(data.nll[-1].mean()), "nll_with_exits": float(mixed.mean())})
     out["nll_cost"] = out["nll_with_exits"] - out["nll_last_loop"]
     return out
+
+
+def _agreement(loops: torch.Tensor, data: TeacherForced) -> torch.Tensor:
+    """Whether each token's answer at its exit loop [N] equals the last loop's (a last-loop exit reads loop E-1's
+    flag, which only early exits use): [N] bool."""
+    return data.agrees.gather(0, (loops.clamp(max=data.n_loops - 1) - 1)[None])[0]
 
 
 def _oracle(data: TeacherForced) -> torch.Tensor:
