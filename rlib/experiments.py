@@ -13,6 +13,10 @@ resumed run never continues another config's checkpoint) and drops the optimizer
 done. `rlib.train.train` resumes from the checkpoint of an interrupted run. Delete
 `runs/.work/<profile>/<chapter>/` to recompute everything.
 
+`cached` also stores how long a result took to compute and keeps a tally of this process's hits and misses
+(`cache_tally()`): a chapter records it in its environment, so a run that read most of its grid back says so
+instead of passing for an uncached wall time.
+
     results = run_grid(variants(cfg), work, lambda v, slot: run_variant(v, cfg, slot),
                        context=(cfg,), modules=CODE_MODULES, desc="variants")
 """
@@ -25,6 +29,7 @@ import importlib
 import inspect
 import json
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +38,18 @@ from typing import Any
 from rlib import paths
 from rlib.fsutil import atomic_path
 
-__all__ = ["RESULT_FILE", "RunSlot", "cached", "code_digest", "digest", "load_model", "run_grid", "work_dir"]
+__all__ = ["RESULT_FILE", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
+           "work_dir"]
 
 RESULT_FILE = "result.json"
+_TALLY = {"read": 0, "computed": 0, "read_compute_s": 0.0, "read_without_time": 0, "computed_s": 0.0}
+
+
+def cache_tally() -> dict[str, float]:
+    """This process's `cached` calls so far: results read back (`read`, with the seconds they once took to compute,
+    `read_compute_s`, where stored; `read_without_time` predate that record) and computed (`computed`,
+    `computed_s`)."""
+    return {k: round(v, 2) if isinstance(v, float) else v for k, v in _TALLY.items()}
 
 
 def work_dir(profile: str, chapter: str) -> Path:
@@ -68,11 +82,21 @@ def cached(folder: Path, key: str, compute: Callable[[], dict[str, Any]]) -> dic
     if path.exists():
         stored = json.loads(path.read_text())
         if stored.get("key") == key:
+            _TALLY["read"] += 1
+            if "seconds" in stored:
+                _TALLY["read_compute_s"] += float(stored["seconds"])
+            else:
+                _TALLY["read_without_time"] += 1
             return stored["result"]
     folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
     result = compute()
+    seconds = time.perf_counter() - start
+    _TALLY["computed"] += 1
+    _TALLY["computed_s"] += seconds
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps({"key": key, "result": result}, indent=1, default=float) + "\n")
+        tmp.write_text(json.dumps({"key": key, "seconds": round(seconds, 2), "result": result}, indent=1,
+                                  default=float) + "\n")
     return result
 
 

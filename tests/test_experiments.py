@@ -73,3 +73,21 @@ def test_an_interrupted_compute_leaves_no_result(tmp_path):
 def test_load_model_names_the_missing_run_and_the_fix(tmp_path):
     with pytest.raises(Exception, match="run the grid"):
         experiments.load_model(tmp_path, "nothing", how="run the grid")
+
+
+def test_the_cache_tally_counts_reads_and_computes_with_their_time(tmp_path):
+    import json
+
+    before = experiments.cache_tally()
+    items, calls = [Item("a"), Item("b")], []
+    _grid(items, tmp_path, ("x",), calls)
+    _grid(items, tmp_path, ("x",), calls)
+    after = experiments.cache_tally()
+    assert after["computed"] - before["computed"] == 2 and after["read"] - before["read"] == 2
+    stored = json.loads((tmp_path / "a" / experiments.RESULT_FILE).read_text())
+    assert stored["seconds"] >= 0 and after["read_without_time"] == before["read_without_time"]
+    # a result written before the time was recorded is still read, and counted as such
+    del stored["seconds"]
+    (tmp_path / "a" / experiments.RESULT_FILE).write_text(json.dumps(stored))
+    _grid(items[:1], tmp_path, ("x",), calls)
+    assert experiments.cache_tally()["read_without_time"] == before["read_without_time"] + 1 and calls == ["a", "b"]

@@ -59,6 +59,9 @@ def estimate(profile: str, only: list[str] | None = None, cli_params: list[str] 
             env = prov.get("environment") or {}
             wall, source = prov.get("wall_s"), f"last run {prov.get('started', '?')[:16]}"
             threads = (env.get("threads") or {}).get("torch") or env.get("torch_threads")
+            tally = prov.get("run_cache") or env.get("run_cache") or {}
+            if tally.get("read"):  # that wall time is not an uncached one
+                source += f" ({tally['read']} of {tally['read'] + tally['computed']} grid results read from cache)"
         elif ch.id in promoted and promoted[ch.id].get("profile") == profile:
             wall, source = promoted[ch.id].get("wall_s"), f"promoted run {promoted[ch.id].get('started', '?')[:16]}"
         up_to_date = bool(prov) and is_up_to_date(item, profile)

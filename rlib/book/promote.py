@@ -18,7 +18,7 @@ import shutil
 from rlib import paths
 from rlib.book import manifest as manifest_mod
 from rlib.book.layout import missing_artifacts, profile_dir, run_command
-from rlib.book.session import write_json
+from rlib.book.session import cache_phrase, write_json
 from rlib.config import ConfigError, get_profile
 from rlib.fsutil import atomic_path, sha256_file
 
@@ -55,7 +55,7 @@ def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[
             copied.append(f"{ch.id}/{f}")
         index[ch.id] = {
             "profile": profile, "git": prov["git"], "key": prov["key"], "started": prov["started"],
-            "wall_s": prov["wall_s"], "parameters": prov["parameters"],
+            "wall_s": prov["wall_s"], "run_cache": prov.get("run_cache"), "parameters": prov["parameters"],
             "device": (prov.get("environment") or {}).get("device"),
             "files": {f: sha256_file(dst / f) for f in ch.artifact_files()},
         }
@@ -92,8 +92,9 @@ def write_readme(manifest, index: dict, target, profile: str) -> None:
         meta = index[ch.id]
         sha = (meta["git"].get("sha") or "?")[:10]
         device = (meta.get("device") or {}).get("name", "?")
+        cache = f" ({cache_phrase(meta['run_cache'])})" if meta.get("run_cache") else ""
         parts.append(f"## {ch.id} · {ch.title}\n\nprofile `{meta['profile']}`, git `{sha}`, "
-                     f"{meta['wall_s']:.0f} s on {device}\n")
+                     f"{meta['wall_s']:.0f} s on {device}{cache}\n")
         figures = [n for n in ch.figures if (target / ch.id / f"{n}.png").is_file()]
         tables = [n for n in ch.tables if (target / ch.id / f"{n}.md").is_file()]
         missing = [f"`{n}`" for n in ch.figures if n not in figures] + [f"`{n}`" for n in ch.tables if n not in tables]

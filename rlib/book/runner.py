@@ -368,6 +368,7 @@ def build_provenance(item: Planned, profile: str, out_nb: Path, folder: Path, st
         cells.append({"index": i, "source": head[:80],
                       "duration_s": round(cell.metadata.get("papermill", {}).get("duration") or 0.0, 3)})
     env_file = folder / "environment.json"
+    env = json.loads(env_file.read_text()) if env_file.exists() else {}
     return {
         "chapter": item.chapter.id,
         "profile": profile,
@@ -377,8 +378,9 @@ def build_provenance(item: Planned, profile: str, out_nb: Path, folder: Path, st
         "git": git_state(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_s": round(wall, 2),
+        "run_cache": env.get("run_cache"),
         "cells": cells,
-        "environment": json.loads(env_file.read_text()) if env_file.exists() else None,
+        "environment": env or None,
         "artifacts": {f: sha256_file(folder / f) for f in item.chapter.artifact_files()},
         "runner": {"argv": sys.argv, "python": sys.executable},
     }

@@ -31,6 +31,7 @@ from typing import Any
 
 from rlib import paths, threads
 from rlib.config import Preset, check_resources, get_profile
+from rlib.experiments import cache_tally
 from rlib.fsutil import atomic_path
 
 FIGURE_CHECKS = "figure_checks.json"
@@ -182,14 +183,26 @@ class ChapterRun:
         """Write `metrics.json` and `environment.json`; print a one-line environment stamp."""
         env = environment()
         env["wall_s"] = round(time.perf_counter() - self._t0, 2)
+        env["run_cache"] = cache_tally()
         write_json(self.out_dir / "environment.json", env)
         write_json(self.out_dir / "metrics.json", self.metrics)
         v = env["versions"]
         print(
             f"[book] {self.chapter} ({self.profile}) finished in {env['wall_s']:.0f} s on {env['device']['name']}"
+            f" ({cache_phrase(env['run_cache'])})"
             f" | torch {v['torch']} transformers {v['transformers']} | outputs in {self.out_dir}"
         )
         return self.metrics
+
+
+def cache_phrase(tally: dict[str, Any] | None) -> str:
+    """How much of a chapter's run grid was computed and how much read back from the run cache, in words."""
+    if not tally or not (tally.get("read") or tally.get("computed")):
+        return "no cached grid"
+    read = tally["read"]
+    once = f", which took {tally['read_compute_s']:.0f} s to compute" if read and tally.get("read_compute_s") else ""
+    unknown = f" ({tally['read_without_time']} with no recorded time)" if tally.get("read_without_time") else ""
+    return f"{tally['computed']} grid results computed, {read} read from the run cache{once}{unknown}"
 
 
 def _markdown_safe(df):
