@@ -30,7 +30,7 @@
 #   measured by a real engine with calibrated exit rules and simulated as in the paper.
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu | paper (presets in rlib.relaxed.config.RelaxedConfig)
+profile: str = "smoke"  # smoke | cpu | cpu-long | gpu | paper (presets in rlib.relaxed.config.RelaxedConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/02_relaxed_recursion
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the variants)
 steps: int | None = None  # uptraining steps per run; None keeps the preset
@@ -93,6 +93,27 @@ run.table(tables.flat(results), "runs", show=False)
 table = run.table(tables.relax_table(results, cfg), "relaxation")
 run.figure(plots.plot_relaxation(table, f"after ppl[{cfg.train_corpus}]",
                                  f"Relaxation after uptraining (B={cfg.n_loops})"), "relaxation");
+
+# %% [markdown]
+# The same models against LoRA rank (Fig. 7a, G.3): the paper finds Average and Lower improving with rank and
+# Stepwise U-shaped, worst at mid ranks. A U needs ranks high enough to show its right arm: the `cpu-long` profile
+# adds every init at a quarter of full rank (the paper's 512 of 2048) and at full rank.
+
+# %%
+full_rank = int(step0["rank"].max())
+source_ppl = float(step0.loc[step0["init"] == "source", "ppl"].iloc[0])
+run.figure(plots.plot_rank_sweep(table, f"after ppl[{cfg.train_corpus}]", full_rank, source_ppl,
+                                 f"Quality against LoRA rank after uptraining (B={cfg.n_loops})"), "rank_sweep");
+
+# %% [markdown]
+# Fig. G.1 follows training itself: each init's recursive model (dashed) beside its relaxed model at the highest
+# rank every init has (solid). All runs see the same batches, so their curves compare step by step.
+
+# %%
+curves = run.table(tables.training_table(work, results), "loss_curves", show=False)
+g1 = tables.g1_rank(curves, cfg.inits, full_rank)
+run.figure(plots.plot_training_loss(curves, g1, f"Training loss, recursive vs relaxed r={g1} (Fig. G.1)"),
+           "training_loss");
 
 # %% [markdown]
 # The prefix rows (`prefix` > 0) are Appendix H's alternative: each depth gets P trainable prompt vectors

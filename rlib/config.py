@@ -45,6 +45,7 @@ class Profile:
     min_gpus: int = 0
     needs_hub: bool = False
     figure_note: str = ""  # shown under every figure of this profile in the report
+    runs_of: str = ""  # its run grids live in this profile's work folders (same runs, same keys: trained once)
 
 
 PROFILES: dict[str, Profile] = {
@@ -55,8 +56,10 @@ PROFILES: dict[str, Profile] = {
                             "above all) are noise; the cpu profile's results are in figures/"),
         Profile("cpu", "the main job: real models and corpora, big enough for the claims to show, on 2 CPU cores",
                 "cpu", 40 * 60, 3 * 3600),
-        Profile("cpu-long", "the studies that need more than the cpu profile (longer training, more seeds) on 2 CPU "
-                "cores; each chapter fits one sitting", "cpu", 150 * 60, 6 * 150 * 60),
+        Profile("cpu-long", "the studies that need more than the cpu profile (longer training, more seeds, higher "
+                "ranks) on 2 CPU cores; each chapter fits one sitting. A chapter's cpu-long preset extends its cpu "
+                "preset and shares its run grid, so only the added runs train", "cpu", 150 * 60, 6 * 150 * 60,
+                runs_of="cpu"),
         Profile("gpu", "one H100: longer training, Triton kernels", "cuda", 3600, 5 * 3600, min_gpus=1),
         Profile("paper", "the papers' own scale and data: multi-GPU and the Hugging Face hub", "cuda",
                 48 * 3600, 10 * 24 * 3600, min_gpus=8, needs_hub=True),
@@ -69,6 +72,12 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ConfigError(f"unknown profile {name!r}; choose one of: {', '.join(PROFILES)}") from None
+
+
+def runs_profile(name: str) -> str:
+    """The profile whose work folders hold `name`'s run grids: `name` itself unless it extends another
+    (`cpu-long` trains in `cpu`'s folders, so a run both profiles define, under the same key, trains once)."""
+    return get_profile(name).runs_of or name
 
 
 def check_resources(profile: Profile) -> None:

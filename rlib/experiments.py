@@ -33,13 +33,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from rlib import paths
+from rlib.config import runs_profile
 from rlib.fsutil import atomic_path
 
 __all__ = ["RESULT_FILE", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
-           "work_dir"]
+           "training_curves", "work_dir"]
 
 RESULT_FILE = "result.json"
 _TALLY = {"read": 0, "computed": 0, "read_compute_s": 0.0, "read_without_time": 0, "computed_s": 0.0}
@@ -53,8 +57,9 @@ def cache_tally() -> dict[str, float]:
 
 
 def work_dir(profile: str, chapter: str) -> Path:
-    """The persistent work folder of a chapter under a profile: `runs/.work/<profile>/<chapter>/`."""
-    folder = paths.RUNS / ".work" / profile / chapter
+    """The persistent work folder of a chapter under a profile: `runs/.work/<profile>/<chapter>/`, where `profile`
+    is the one whose runs it shares (`rlib.config.runs_profile`: cpu-long's grids live in cpu's folders)."""
+    folder = paths.RUNS / ".work" / runs_profile(profile) / chapter
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -144,6 +149,19 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
         slot = RunSlot(Path(work) / item.name, digest(item, *extra, code))
         results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s)))
     return results
+
+
+def training_curves(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
+    """step, tokens, loss (training, logged every step), val_loss (every eval_every) per variant name, read from each
+    run's `train-<key>/metrics.csv` (`result["train_dir"]`); runs without one are left out."""
+    import pandas as pd
+
+    frames = []
+    for r in results:
+        path = Path(work) / r["name"] / r.get("train_dir", "") / "metrics.csv"
+        if r.get("train_dir") and path.exists():
+            frames.append(pd.read_csv(path).assign(variant=r["name"]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def load_model(work: Path, run_name: str, how: str = "run the chapter's grid first"):

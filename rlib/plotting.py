@@ -9,6 +9,7 @@ a figure. Chapter plots (`rlib/<chapter>/plots.py`) are thin wrappers over gener
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -18,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["PALETTE", "finish", "grouped_bars", "new_figure", "style"]
+__all__ = ["PALETTE", "finish", "grouped_bars", "new_figure", "plot_training_curves", "smooth", "style"]
 
 PALETTE = "colorblind"
 _RC = {
@@ -158,4 +159,52 @@ def finish(fig: Figure, xlabel: str, ylabel: str, title: str, **legend) -> Figur
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(**legend)
+    return fig
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Rolling mean over `window` steps (the first points average what exists); unchanged when too short."""
+    if window <= 1 or len(values) < window:
+        return values
+    return pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
+
+
+def plot_training_curves(curves: pd.DataFrame, labels: dict[str, str], title: str, smooth_steps: int = 10,
+                         validation: bool = True, log_y: bool = False, colour_of: dict[str, Any] | None = None,
+                         dashed: Sequence[str] = ()) -> Figure:
+    """Training loss (rolling mean over `smooth_steps`, thin) and validation loss (markers) against tokens.
+
+    `curves` has one row per logged step (`rlib.experiments.training_curves`: variant, tokens, loss, val_loss);
+    `labels` maps variant name -> legend label, and runs with the same label (seeds) share a colour, so their spread
+    is visible. `colour_of` maps a label to its colour (default: one palette colour per label; e.g. a recursive run and
+    its relaxed counterpart can share one) and labels in `dashed` are drawn dashed.
+    """
+    fig, ax = new_figure(6.4, 3.8)
+    unique_labels = list(dict.fromkeys(labels.values()))
+    if colour_of is None:
+        colour_of = dict(zip(unique_labels, sns.color_palette(PALETTE, len(unique_labels))))
+    seen: set[str] = set()
+    for name, label in labels.items():
+        run = curves[curves["variant"] == name]
+        if run.empty:
+            continue
+        colour = colour_of[label]
+        train_rows = run.dropna(subset=["loss"])
+        ax.plot(train_rows["tokens"], smooth(train_rows["loss"].to_numpy(), smooth_steps), color=colour,
+                linewidth=1.1, alpha=0.85, linestyle="--" if label in dashed else "-",
+                label=None if label in seen else label)
+        if validation and "val_loss" in run:
+            val = run.dropna(subset=["val_loss"])
+            ax.plot(val["tokens"].ffill(), val["val_loss"], "o", color=colour, markersize=3.5,
+                    markerfacecolor="white" if label in dashed else colour)
+        seen.add(label)
+    ax.set_xlabel("uptraining tokens")
+    ax.set_ylabel("loss (nats/token; lines: train, dots: validation)")
+    if log_y:
+        ax.set_yscale("log")
+        plain = plt.FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2)
     return fig

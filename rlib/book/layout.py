@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rlib import paths
 from rlib.book.manifest import Chapter
+from rlib.config import runs_profile
 
 FAILED = ".failed"
 STAGING = ".staging"
@@ -37,7 +38,7 @@ def failed_dir(profile: str, chapter_id: str) -> Path:
 
 def work_root(profile: str, chapter_id: str) -> Path:
     """The chapter's run-grid folder (see `rlib.experiments.work_dir`), without creating it."""
-    return paths.RUNS / ".work" / profile / chapter_id
+    return paths.RUNS / ".work" / runs_profile(profile) / chapter_id
 
 
 def missing_artifacts(ch: Chapter, folder: Path) -> list[str]:

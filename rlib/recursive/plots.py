@@ -2,6 +2,7 @@
 
     plot_layer_mapping   which unique block runs at each depth and which source layers initialize it
     plot_loss_curves     training loss (smoothed) and validation loss against uptraining tokens, one line per run
+                         (`rlib.plotting.plot_training_curves`, shared with chapter 02's Fig. G.1)
     plot_size_quality    held-out perplexity against unique non-embedding parameters: full, recursive, baselines
 """
 
@@ -15,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from rlib.plotting import PALETTE, new_figure, style
+from rlib.plotting import plot_training_curves as plot_loss_curves
 
 __all__ = ["plot_layer_mapping", "plot_loss_curves", "plot_size_quality"]
 
@@ -53,46 +55,6 @@ def plot_layer_mapping(mappings: dict[str, pd.DataFrame], title: str | None = No
                   loc="upper right", bbox_to_anchor=(1, 1.25), fontsize=8)
     if title:
         ax.set_title(title)
-    return fig
-
-
-def _smooth(values: np.ndarray, window: int) -> np.ndarray:
-    if window <= 1 or len(values) < window:
-        return values
-    return pd.Series(values).rolling(window, min_periods=1).mean().to_numpy()
-
-
-def plot_loss_curves(curves: pd.DataFrame, labels: dict[str, str], title: str, smooth: int = 10,
-                     validation: bool = True, log_y: bool = False) -> Figure:
-    """Training loss (rolling mean over `smooth` steps, thin) and validation loss (markers) against tokens.
-
-    `curves` is `rlib.recursive.loss_curves` output; `labels` maps variant name -> legend label, and runs with the
-    same label (seeds) share a colour, so their spread is visible.
-    """
-    fig, ax = new_figure(6.4, 3.8)
-    unique_labels = list(dict.fromkeys(labels.values()))
-    colours = dict(zip(unique_labels, sns.color_palette(PALETTE, len(unique_labels))))
-    seen: set[str] = set()
-    for name, label in labels.items():
-        run = curves[curves["variant"] == name]
-        if run.empty:
-            continue
-        train_rows = run.dropna(subset=["loss"])
-        ax.plot(train_rows["tokens"], _smooth(train_rows["loss"].to_numpy(), smooth), color=colours[label],
-                linewidth=1.1, alpha=0.85, label=None if label in seen else label)
-        if validation and "val_loss" in run:
-            val = run.dropna(subset=["val_loss"])
-            ax.plot(val["tokens"].ffill(), val["val_loss"], "o", color=colours[label], markersize=3.5)
-        seen.add(label)
-    ax.set_xlabel("uptraining tokens")
-    ax.set_ylabel("loss (nats/token; lines: train, dots: validation)")
-    if log_y:
-        ax.set_yscale("log")
-        plain = plt.FuncFormatter(lambda v, _: f"{v:g}")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
-    ax.set_title(title)
-    ax.legend(fontsize=8, ncol=2)
     return fig
 
 

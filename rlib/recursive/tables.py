@@ -4,12 +4,12 @@ Fig. 5 / F.1 / F.2's curves).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rlib.experiments import training_curves as loss_curves
 from rlib.recursive.config import RecursiveConfig, Variant
 
 __all__ = ["curve_labels", "flat", "headline", "init_table", "kd_table", "loss_curves", "shift_table", "size_table",
@@ -126,16 +126,6 @@ def curve_labels(runs: list[Variant], cfg: RecursiveConfig, group: str) -> dict[
     if group not in ("inits", "ablations"):
         raise ValueError(f"group={group!r}: use 'inits' or 'ablations'")
     return labels
-
-
-def loss_curves(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
-    """step, tokens, loss (training, logged every step), val_loss (every eval_every) per variant name."""
-    frames = []
-    for r in results:
-        path = work / r["name"] / r["train_dir"] / "metrics.csv"
-        if path.exists():
-            frames.append(pd.read_csv(path).assign(variant=r["name"]))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def speed_table(results: list[dict[str, Any]]) -> pd.DataFrame:

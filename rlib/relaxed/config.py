@@ -17,7 +17,8 @@ from rlib import looping, sources
 from rlib.config import ConfigError, Preset
 from rlib.train import TrainConfig
 
-__all__ = ["EXITS", "PHASES", "SERVING_FIELDS", "RelaxedConfig", "RelaxedVariant", "main_variants", "variants"]
+__all__ = ["EXITS", "EXTENSION_FIELDS", "PHASES", "SERVING_FIELDS", "RelaxedConfig", "RelaxedVariant", "main_variants",
+           "variants"]
 
 
 EXITS = ("none", "weighted", "aggressive", "aggressive_kd")
@@ -29,6 +30,11 @@ PHASES = ("uptrain", "co", "post")
 SERVING_FIELDS = ("throughput_requests", "prompt_len", "new_tokens", "max_batch", "exit_precision",
                   "throughput_repeats", "workload_corpus", "max_batch_cap", "exit_fit_windows", "long_context",
                   "pass_repeats")
+
+
+# RelaxedConfig fields that only add runs to the grid (the cpu-long profile's extension of the cpu grid): not part of
+# any run's key, so the runs both profiles define are trained once
+EXTENSION_FIELDS = ("high_ranks",)
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,8 @@ class RelaxedConfig(Preset):
     exit_fit_windows: int = 32  # teacher-forced windows to fit (train split) and calibrate (validation) exit rules
     long_context: int = 0  # also time passes at this position (0: none), for the short- vs long-context LoRA share
     pass_repeats: int = 5  # timed passes per batch (median)
+    high_ranks: tuple[int, ...] = ()  # further SVD ranks uptrained for every init: Fig. G.1's high rank and Fig.
+    # G.3's right arm up to full rank (a quarter of full rank is the paper's 512 of 2048; capped per map)
     tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
     task_limit: int = 0
 
@@ -126,6 +134,9 @@ class RelaxedConfig(Preset):
             new_tokens=256, max_batch=111, exit_precision=0.9, max_batch_cap=1024, exit_fit_windows=256,
             long_context=2560, workload_corpus="hf:cerebras/SlimPajama-627B"),
     }
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus every init uptrained at a quarter of full rank
+    # (SmolLM2's d = 576: 144, the paper's 512 of 2048) and at full rank, for Fig. G.1 and Fig. G.3's U
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "high_ranks": (144, 576)}
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
@@ -140,8 +151,9 @@ class RelaxedConfig(Preset):
             raise ConfigError(f"inits {self.inits} must include {missing} (the main models and rank_inits)")
         if self.n_loops < 2:
             raise ConfigError(f"n_loops={self.n_loops}: a relaxed recursive model loops at least twice")
-        if any(r < 1 for r in self.ranks + self.extra_ranks):
-            raise ConfigError(f"ranks {self.ranks + self.extra_ranks} must be >= 1 (rank 0 is the recursive model)")
+        if any(r < 1 for r in self.ranks + self.extra_ranks + self.high_ranks):
+            raise ConfigError(f"ranks {self.ranks + self.extra_ranks + self.high_ranks} must be >= 1 (rank 0 is the "
+                              "recursive model)")
         if self.precision not in ("no", "bf16"):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
         bad = [c for c in self.exit_coefs if not 0 < c <= 1]
@@ -161,9 +173,10 @@ class RelaxedConfig(Preset):
                               ">= max_batch")
 
     def grid_context(self) -> dict:
-        """The settings that decide the training runs (the run cache's key): every field but the serving study's,
-        so changing the workload or the exit rules re-serves the kept models without retraining any."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in SERVING_FIELDS}
+        """The settings that decide the training runs (the run cache's key): every field but the serving study's
+        (changing the workload or the exit rules re-serves the kept models without retraining any) and those that only
+        add runs (`EXTENSION_FIELDS`: cpu-long's grid reads cpu's runs back and trains the added ones)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in SERVING_FIELDS + EXTENSION_FIELDS}
 
     @property
     def tokenizer(self) -> str:
@@ -241,6 +254,7 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.ranks
              if init in cfg.rank_inits or r == max(cfg.ranks)]
     runs += [RelaxedVariant("average", r) for r in cfg.extra_ranks]
+    runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.high_ranks]
     runs += [RelaxedVariant(init, max(cfg.ranks), "zero") for init in cfg.zero_inits]
     runs += [RelaxedVariant("average", prefix=p) for p in cfg.prefix_lengths]
     if cfg.kd_alpha > 0:

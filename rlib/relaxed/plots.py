@@ -2,6 +2,8 @@
 
     plot_step0          held-out perplexity against LoRA rank before any training, per init, with the source line
     plot_relaxation     held-out perplexity after uptraining against non-embedding parameters, per init and LoRA init
+    plot_rank_sweep     held-out perplexity after uptraining against LoRA rank (log axis, full rank marked), per init
+    plot_training_loss  training loss of the recursive (r=0) and relaxed (high rank) models per init (Fig. G.1)
     plot_exits          static-exit NLL of each loop after each early-exit schedule
     plot_throughput     measured (engine) and simulated (paper's model) tokens per second
     plot_step_time      where the engine's step time goes (blocks / exit decision / head / KV filling)
@@ -15,9 +17,17 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from rlib.plotting import PALETTE, grouped_bars, new_figure
+from rlib import looping
+from rlib.plotting import PALETTE, grouped_bars, new_figure, plot_training_curves
 
-__all__ = ["plot_exits", "plot_pass_times", "plot_relaxation", "plot_step0", "plot_step_time", "plot_throughput"]
+__all__ = ["plot_exits", "plot_pass_times", "plot_rank_sweep", "plot_relaxation", "plot_step0", "plot_step_time",
+           "plot_throughput", "plot_training_loss"]
+
+
+def _init_colours(inits) -> dict[str, tuple]:
+    """One colour per looping init, the same in every figure of the chapter (the order of `rlib.looping.INITS`)."""
+    order = list(dict.fromkeys([*looping.INITS, *inits]))
+    return dict(zip(order, sns.color_palette(PALETTE, len(order))))
 
 
 def _finish_log_y(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -36,7 +46,7 @@ def plot_step0(table: pd.DataFrame, title: str) -> Figure:
     """`rlib.relaxed.step0_table`: one line per init over ranks (tied norms); stars = full rank with norm deltas."""
     fig, ax = new_figure(6.4, 3.8)
     inits = [i for i in table["init"].unique() if i != "source"]
-    colours = dict(zip(inits, sns.color_palette(PALETTE, len(inits))))
+    colours = _init_colours(inits)
     for init in inits:
         rows = table[(table["init"] == init) & (table["norms"] != True)].sort_values("rank")  # noqa: E712
         ax.plot(rows["rank"], rows["ppl"], marker="o", color=colours[init], label=init)
@@ -45,20 +55,62 @@ def plot_step0(table: pd.DataFrame, title: str) -> Figure:
                 markeredgecolor="white", alpha=0.8)
     source = float(table.loc[table["init"] == "source", "ppl"].iloc[0])
     ax.axhline(source, color="0.3", linestyle="--", linewidth=1, label="source model")
-    ranks = sorted(int(r) for r in table["rank"].dropna().unique())
-    ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlim(-0.4, max(ranks) * 1.6)
-    ax.set_xticks(ranks, [str(r) for r in ranks])
-    ax.xaxis.set_minor_locator(plt.NullLocator())
+    _rank_axis(ax, sorted(int(r) for r in table["rank"].dropna().unique()), int(table["rank"].max()))
     return _finish_log_y(fig, "LoRA rank per map (0 = recursive; ★ = full rank + per-depth norm deltas)",
                          "held-out perplexity at step 0 (log)", title)
+
+
+def _rank_axis(ax, ranks: list[int], full_rank: int) -> None:
+    """LoRA rank on a log axis that still shows rank 0 (symlog, linear below 1), ticks at the ranks run, and full
+    rank marked by a dotted line."""
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(-0.4, max(max(ranks), full_rank) * 1.6)
+    ax.set_xticks(ranks, [str(r) for r in ranks])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.axvline(full_rank, color="0.5", linestyle=":", linewidth=1)
+    ax.annotate(f"full rank {full_rank}", (full_rank, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, -3),
+                textcoords="offset points", ha="right", va="top", fontsize=7, color="0.4")
+
+
+def plot_rank_sweep(table: pd.DataFrame, metric: str, full_rank: int, source: float | None, title: str) -> Figure:
+    """Fig. 7(a) / G.3 analog from `rlib.relaxed.relax_table`: `metric` (after uptraining) of the SVD-initialized
+    models against LoRA rank, one line per init, rank 0 = the recursive model; the source model as a line."""
+    fig, ax = new_figure(6.4, 3.8)
+    plain = table[(table["prefix"] == 0) & ((table["lora_init"] == "svd") | (table["rank"] == 0))]
+    inits = list(dict.fromkeys(plain["init"]))
+    colours = _init_colours(inits)
+    for init in inits:
+        rows = plain[plain["init"] == init].sort_values("rank")
+        ax.plot(rows["rank"], rows[metric], marker="o", color=colours[init], label=init)
+    if source is not None:
+        ax.axhline(source, color="0.3", linestyle="--", linewidth=1, label="source model (not uptrained)")
+    _rank_axis(ax, sorted(int(r) for r in plain["rank"].unique()), full_rank)
+    return _finish_log_y(fig, "LoRA rank per map (0 = recursive; SVD init)", "held-out perplexity after uptraining "
+                         "(log)", title)
+
+
+def plot_training_loss(curves: pd.DataFrame, rank: int | None, title: str) -> Figure:
+    """Fig. G.1 analog from `rlib.relaxed.training_table`: training loss of each init's recursive model (r=0,
+    dashed) and relaxed model at `rank` (solid, same colour)."""
+    labels, colour_of, dashed = {}, {}, []
+    for init in dict.fromkeys(curves["init"]):
+        for r in (0,) if rank is None else (0, rank):
+            names = curves.loc[(curves["init"] == init) & (curves["rank"] == r), "variant"].unique()
+            label = f"{init}, recursive" if r == 0 else f"{init}, relaxed r={r}"
+            labels.update({n: label for n in names})
+            colour_of[label] = init
+            if r == 0:
+                dashed.append(label)
+    colours = _init_colours(list(colour_of.values()))
+    return plot_training_curves(curves, labels, title, colour_of={k: colours[v] for k, v in colour_of.items()},
+                                dashed=dashed, log_y=True)
 
 
 def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
     """`rlib.relaxed.relax_table`: `metric` against non-embedding parameters; solid = SVD init, hollow = zero init."""
     fig, ax = new_figure(6.4, 3.8)
     inits = list(table["init"].unique())
-    colours = dict(zip(inits, sns.color_palette(PALETTE, len(inits))))
+    colours = _init_colours(inits)
     plain = table["prefix"] == 0 if "prefix" in table else True
     for init in inits:
         svd = table[plain & (table["init"] == init) & ((table["lora_init"] == "svd") | (table["rank"] == 0))]

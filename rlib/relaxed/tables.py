@@ -5,13 +5,15 @@ Tables 3 / J.1, Table I.1).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rlib.experiments import training_curves
 from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
 
-__all__ = ["exit_table", "flat", "kd_long_table", "relax_table"]
+__all__ = ["exit_table", "flat", "g1_rank", "kd_long_table", "relax_table", "training_table"]
 
 
 def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -32,6 +34,29 @@ def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFra
     cols = ["init", "rank", "lora_init", "prefix", "non_embedding_params", f"before ppl[{cfg.train_corpus}]",
             *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
     return sel[cols].sort_values(["init", "prefix", "lora_init", "rank"]).reset_index(drop=True)
+
+
+def training_table(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Fig. G.1: the training curves of every plainly uptrained SVD run (no exits, distillation, longer schedule or
+    prefix), one row per logged step (step, tokens, loss, val_loss) with the run's init and rank."""
+    df = flat(results)
+    plain = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1) & (df["prefix"] == 0)
+               & (df["lora_init"] == "svd")]
+    curves = training_curves(work, [r for r in results if r["name"] in set(plain["name"])])
+    if curves.empty:
+        return curves
+    runs = plain[["name", "init", "rank"]].rename(columns={"name": "variant"})
+    return curves.merge(runs, on="variant")[["init", "rank", "step", "tokens", "loss", "val_loss", "variant"]]
+
+
+def g1_rank(curves: pd.DataFrame, inits: tuple[str, ...], full_rank: int) -> int | None:
+    """The rank Fig. G.1 compares with rank 0: the smallest rank uptrained for every init that is at least a quarter
+    of full rank (the paper's 512 of 2048), else the largest rank every init has (None when there is none)."""
+    common = set.intersection(*[set(curves.loc[curves["init"] == i, "rank"].astype(int)) for i in inits]) - {0}
+    if not common:
+        return None
+    high = sorted(r for r in common if 4 * r >= full_rank)
+    return high[0] if high else max(common)
 
 
 def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
