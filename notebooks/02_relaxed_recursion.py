@@ -43,6 +43,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 
 # %%
 from rlib import book, gpu_results, relax
+from rlib.config import runs_profile
 from rlib.recursive import experiments as recursive
 from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
 from rlib.serving import exits, rows, simulate
@@ -50,8 +51,9 @@ from rlib.serving import exits, rows, simulate
 cfg = config.RelaxedConfig.preset(profile).override(steps=steps, model=model)
 cfg.check_model(recursive.source_config(cfg.model).n_layers)  # an unsupported checkpoint or loop count fails here
 run = book.start("02_relaxed_recursion", profile, out_dir, seed, cfg)
-work = recursive.work_dir(profile, cfg.model, "02_relaxed_recursion")
-teacher_dir = recursive.teacher_dir(profile, cfg.model)
+grids = runs_profile(profile)  # whose run folders this profile shares (cpu-long extends cpu's grid)
+work = recursive.work_dir(grids, cfg.model, "02_relaxed_recursion")
+teacher_dir = recursive.teacher_dir(grids, cfg.model)
 source = recursive.load_source(cfg)
 cfg
 

@@ -55,6 +55,19 @@ def _loss_curves() -> tuple[pd.DataFrame, dict[str, str]]:
     return pd.DataFrame(rows), labels
 
 
+def _relaxed_curves() -> pd.DataFrame:
+    """`rlib.relaxed.training_table`'s shape: three inits at rank 0 and 144, 48 logged steps each."""
+    rows = []
+    for i, init in enumerate(("stepwise", "average", "lower")):
+        for rank in (0, 144):
+            for step in range(1, 49):
+                rows.append({"init": init, "rank": rank, "step": step, "tokens": step * 512,
+                             "loss": 14 - 7 * np.log1p(step) / np.log(49) + 0.2 * i - rank / 720,
+                             "val_loss": 7.0 + 0.2 * i if step % 16 == 0 else np.nan,
+                             "variant": f"{init}-r{rank}-svd-s0"})
+    return pd.DataFrame(rows)
+
+
 def _rt_task_curves() -> pd.DataFrame:
     tasks = ("in_context_recall", "noisy_recall", "fuzzy_recall", "selective_copying", "compression", "memorization",
              "copy")
@@ -162,6 +175,11 @@ def _cases() -> dict[str, Callable[[], object]]:
             csv("02", "step0"), "Step 0: relaxed B=2 models vs LoRA rank (gutenberg-poetry)"),
         "rlib.relaxed.plots.plot_relaxation": lambda: p02.plot_relaxation(
             csv("02", "relaxation"), "after ppl[gutenberg-poetry]", "Relaxation: perplexity against parameters"),
+        "rlib.relaxed.plots.plot_rank_sweep": lambda: p02.plot_rank_sweep(
+            csv("02", "relaxation"), "after ppl[gutenberg-poetry]", 576, 99.83,
+            "Quality against LoRA rank after uptraining (B=2)"),
+        "rlib.relaxed.plots.plot_training_loss": lambda: p02.plot_training_loss(
+            _relaxed_curves(), 144, "Training loss, recursive vs relaxed r=144 (Fig. G.1)"),
         "rlib.relaxed.plots.plot_exits": lambda: p02.plot_exits(
             csv("02", "early_exit"), 2, "Static-exit NLL per loop after each schedule"),
         "rlib.relaxed.plots.plot_throughput": lambda: p02.plot_throughput(

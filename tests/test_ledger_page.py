@@ -64,3 +64,23 @@ def test_rejudging_the_promoted_tables_covers_every_chapter_without_problems():
     assert list(dict.fromkeys(table["chapter"])) == [c for c in JUDGES if (figures / c).is_dir()]
     assert not check_ledger(table)
     assert set(rejudge(figures, "cpu", only=["00"])["chapter"]) == {"00_models_and_data"}
+
+
+def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypatch):
+    from rlib import paths
+    from rlib.book import rejudge
+
+    monkeypatch.setattr(paths, "FIGURES", tmp_path)
+    columns = ["id", "verdict", "measured", "profile"]
+    cpu = pd.DataFrame([["a", "held", "1", "cpu"], ["b", "not measured", "needs: cpu-long", "cpu"],
+                        ["c", "not measured", "needs: more", "cpu"]], columns=columns)
+    longer = pd.DataFrame([["a", "not held", "2", "cpu-long"], ["b", "not held", "3", "cpu-long"],
+                           ["c", "not measured", "needs: more", "cpu-long"]], columns=columns)
+    assert rejudge.with_extensions(cpu, "cpu").equals(cpu)  # nothing promoted from cpu-long: unchanged
+    (tmp_path / "cpu-long").mkdir()
+    monkeypatch.setattr(rejudge, "rejudge", lambda folder, profile, only=None: longer if profile == "cpu-long" else cpu)
+    merged = rejudge.with_extensions(cpu, "cpu").set_index("id")
+    # a row cpu measured stays cpu's; a row only cpu-long measured comes from it and names it; unmeasured stays
+    assert merged.loc["a"].tolist() == ["held", "1", "cpu"]
+    assert merged.loc["b"].tolist() == ["not held", "3", "cpu-long"]
+    assert merged.loc["c", "verdict"] == "not measured"

@@ -292,3 +292,53 @@ def test_one_throughput_number_flips_the_verdict(claim, change):
     assert flipped.set_index("id").loc[claim, "verdict"] == "not held"
     assert check_ledger(flipped) == []
 
+
+
+def curves_table(**final: float) -> pd.DataFrame:
+    """Fig. G.1's curves: each init at rank 0 and 16 (a quarter of step0_table's full rank 64), 48 steps falling to a
+    final loss (`final` sets one by '<init>_<rank>'), with step-to-step noise."""
+    ends = {"stepwise_0": 5.0, "stepwise_16": 5.1, "average_0": 5.6, "average_16": 4.8, "lower_0": 5.4,
+            "lower_16": 5.0, **final}
+    rows = []
+    for key, end in ends.items():
+        init, rank = key.rsplit("_", 1)
+        for step in range(1, 49):
+            rows.append({"init": init, "rank": int(rank), "step": step, "tokens": 512 * step,
+                         "loss": end + 4.0 / step + 0.02 * (-1) ** step, "val_loss": float("nan"),
+                         "variant": f"{init}-r{rank}"})
+    return pd.DataFrame(rows)
+
+
+def test_training_loss_claim_follows_the_curves():
+    claim = "rrt.figG1.training_loss_relaxed_vs_recursive"
+    assert verdict({"step0": step0_table(), "loss_curves": curves_table()}, claim) == "held"
+    # the relaxed Average no longer lowest, or Lower gaining less than Stepwise: not held
+    assert verdict({"step0": step0_table(), "loss_curves": curves_table(stepwise_0=4.7)}, claim) == "not held"
+    assert verdict({"step0": step0_table(), "loss_curves": curves_table(lower_16=5.5)}, claim) == "not held"
+    # only ranks below a quarter of full rank: not measured, naming the rank it needs
+    low = curves_table().assign(rank=lambda t: t["rank"].replace(16, 8))
+    ledger = judge({"step0": step0_table(), "loss_curves": low}, CFG, "cpu").finish().set_index("id")
+    assert ledger.loc[claim, "verdict"] == "not measured" and "r >= 16" in ledger.loc[claim, "measured"]
+
+
+def test_g1_rank_is_the_smallest_common_rank_at_a_quarter_of_full_rank():
+    from rlib.relaxed.tables import g1_rank
+
+    curves = pd.DataFrame({"init": ["stepwise"] * 4 + ["average"] * 3, "rank": [0, 64, 144, 576, 0, 144, 576]})
+    assert g1_rank(curves, ("stepwise", "average"), 576) == 144
+    assert g1_rank(curves[curves["rank"] < 144], ("stepwise", "average"), 576) is None  # average has no rank > 0
+    assert g1_rank(curves[curves["rank"] < 576], ("stepwise",), 576) == 144
+    assert g1_rank(curves[curves["rank"] < 144], ("stepwise",), 576) == 64  # below a quarter: the largest common
+
+
+def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
+    from rlib.book.layout import work_root
+    from rlib.relaxed.config import variants
+
+    cpu, long = RelaxedConfig.preset("cpu"), RelaxedConfig.preset("cpu-long")
+    assert cpu.grid_context() == long.grid_context()  # the runs both define are trained once
+    added = [v.name for v in variants(long) if v not in variants(cpu)]
+    assert sorted(added) == sorted(f"{i}-r{r}-svd-s0" for i in cpu.inits for r in long.high_ranks)
+    assert all(v in variants(long) for v in variants(cpu))
+    assert work_root("cpu-long", "02_x") == work_root("cpu", "02_x")  # where the grids live
+    assert work_root("smoke", "02_x") != work_root("cpu", "02_x")

@@ -118,11 +118,13 @@ def ledger(args) -> int:
     from rlib.book import ledger_page
     from rlib.book.layout import profile_dir
     from rlib.book.promote import promoted_dir
-    from rlib.book.rejudge import rejudge
+    from rlib.book.rejudge import rejudge, with_extensions
     from rlib.fsutil import atomic_path
 
     source = args.source or (promoted_dir(args.profile) if args.profile == "cpu" else profile_dir(args.profile))
     table = rejudge(source, args.profile, args.only)
+    if args.source is None:  # the promoted ledger: with the rows only an extending profile (cpu-long) measured
+        table = with_extensions(table, args.profile, args.only)
     if table.empty:
         raise ConfigError(f"no chapter tables under {source}; run the book or pass --from FOLDER")
     print(ledger_page.summary(table).to_string(index=False))

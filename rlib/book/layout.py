@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rlib import paths
 from rlib.book.manifest import Chapter
-from rlib.config import runs_profile
+from rlib.config import get_profile, runs_profile
 
 FAILED = ".failed"
 STAGING = ".staging"
@@ -34,6 +34,15 @@ def chapter_dir(profile: str, chapter_id: str) -> Path:
 
 def failed_dir(profile: str, chapter_id: str) -> Path:
     return profile_dir(profile) / FAILED / chapter_id
+
+
+MAIN_PROFILE = "cpu"  # promoted into figures/ itself; every other profile into figures/<profile>/
+
+
+def promoted_dir(profile: str) -> Path:
+    """Where `profile`'s results are promoted: `figures/` for the cpu profile, `figures/<profile>/` otherwise."""
+    get_profile(profile)
+    return paths.FIGURES if profile == MAIN_PROFILE else paths.FIGURES / profile
 
 
 def work_root(profile: str, chapter_id: str) -> Path:

@@ -15,20 +15,11 @@ from __future__ import annotations
 import json
 import shutil
 
-from rlib import paths
 from rlib.book import manifest as manifest_mod
-from rlib.book.layout import missing_artifacts, profile_dir, run_command
+from rlib.book.layout import MAIN_PROFILE, missing_artifacts, profile_dir, promoted_dir, run_command
 from rlib.book.session import cache_phrase, write_json
 from rlib.config import ConfigError, get_profile
 from rlib.fsutil import atomic_path, sha256_file
-
-MAIN_PROFILE = "cpu"  # promoted into figures/ itself; every other profile into figures/<profile>/
-
-
-def promoted_dir(profile: str):
-    """Where `profile`'s results are promoted: `figures/` for the cpu profile, `figures/<profile>/` otherwise."""
-    get_profile(profile)
-    return paths.FIGURES if profile == MAIN_PROFILE else paths.FIGURES / profile
 
 
 def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[str]:
@@ -69,11 +60,12 @@ def write_ledger(manifest, target, profile: str) -> None:
     """`CLAIMS.md` of a promoted folder: every promoted chapter's claims judged by the current code from its promoted
     tables (`rlib.book.rejudge`), with the verdict counts. For a chapter promoted by this code that is its own
     `claims.csv` (a ledger is a pure function of the tables); a chapter promoted before its ledger existed is judged
-    the same way instead of being left out."""
+    the same way instead of being left out. Where cpu did not measure a claim that the promoted cpu-long run did, the
+    row comes from there and says so in its `profile` column."""
     from rlib.book import ledger_page
-    from rlib.book.rejudge import rejudge
+    from rlib.book.rejudge import rejudge, with_extensions
 
-    table = rejudge(target, profile, [ch.id for ch in manifest.chapters])
+    table = with_extensions(rejudge(target, profile, [ch.id for ch in manifest.chapters]), profile)
     with atomic_path(target / "CLAIMS.md") as tmp:
         tmp.write_text(ledger_page.ledger_markdown(
             table, f"Claims ledger of the promoted `{profile}` run: every chapter's tables judged by the claims code "

@@ -5,6 +5,9 @@ A ledger is a pure function of a chapter's tables and its config, so a finished 
 test (or a new claim) reads on the numbers we have. Each chapter is judged with its profile's presets (the
 parameters a promoted run used are in `figures/MANIFEST.json`; the book's runs use the presets). The result says
 which code judged it, and a re-judged ledger is never written over a run's own `claims.csv`.
+
+`with_extensions` completes a profile's ledger with the rows a profile extending it measured (the cpu ledger with
+`cpu-long`'s rows where cpu did not measure a claim), each row naming its profile.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from rlib.book.claims import Ledger, load_tables
+from rlib.book.layout import promoted_dir
+from rlib.config import PROFILES
 
 
 def _basemodels(tables: dict, profile: str) -> Ledger:
@@ -75,3 +80,25 @@ def rejudge(root: str | Path, profile: str, only: list[str] | None = None) -> pd
         tables = {k: v for k, v in load_tables(folder).items() if k != "claims"}
         frames.append(judge(tables, profile).finish())
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def with_extensions(table: pd.DataFrame, profile: str, only: list[str] | None = None) -> pd.DataFrame:
+    """`table`, a ledger of `profile`, with each "not measured" row replaced by the row of a profile that extends it
+    (`cpu-long` for `cpu`, from its promoted folder `figures/cpu-long/`) wherever that profile measured the claim.
+    The replaced rows keep their own `profile` column, so the ledger names the profile that measured each row."""
+    out = table.copy()
+    for name, extension in PROFILES.items():
+        folder = promoted_dir(name)
+        if extension.runs_of != profile or out.empty or not folder.is_dir():
+            continue
+        other = rejudge(folder, name, only)
+        if other.empty:
+            continue
+        measured = other[other["verdict"] != "not measured"].drop_duplicates("id").set_index("id")
+        replace = (out["verdict"] == "not measured") & out["id"].isin(measured.index)
+        for i in out.index[replace]:
+            row = measured.loc[out.at[i, "id"]]
+            for column in out.columns:
+                if column in row.index:
+                    out.at[i, column] = row[column]
+    return out

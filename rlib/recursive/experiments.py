@@ -21,7 +21,7 @@ import torch
 
 from rlib import counting, data, experiments, looping, sources
 from rlib import eval as rl_eval
-from rlib.config import ConfigError, runs_profile
+from rlib.config import ConfigError
 from rlib.looping import Looping
 from rlib.model import Decoder, convert
 from rlib.recursive.config import RecursiveConfig, Variant, source_config, variants
@@ -149,7 +149,7 @@ def work_dir(profile: str, model: str | None = None, chapter: str = CHAPTER) -> 
     source other than the preset's (a user's checkpoint) its own `source-<name>-<hash>/` inside it, so its runs
     never replace the preset's (chapters 01 and 02 convert the same source)."""
     folder = experiments.work_dir(profile, chapter)
-    if model is None or model == RecursiveConfig.preset(runs_profile(profile)).model:
+    if model is None or model == RecursiveConfig.preset(profile).model:
         return folder
     location = sources.locate(model).location
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(location).name or location)
@@ -161,7 +161,7 @@ def work_dir(profile: str, model: str | None = None, chapter: str = CHAPTER) -> 
 def teacher_dir(profile: str, model: str | None = None) -> Path:
     """Where chapter 01 saves its uptrained full-size model of `model` (default: the preset's) under `profile`
     (chapter 02 distills from it)."""
-    return work_dir(profile, model) / teacher_variant(RecursiveConfig.preset(runs_profile(profile))).name / "model"
+    return work_dir(profile, model) / teacher_variant(RecursiveConfig.preset(profile)).name / "model"
 
 
 def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] | None = None) -> list[dict[str, Any]]:
