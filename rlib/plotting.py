@@ -19,7 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["PALETTE", "finish", "grouped_bars", "new_figure", "plot_training_curves", "smooth", "style"]
+__all__ = ["PALETTE", "finish", "grouped_bars", "loop_colours", "new_figure", "plot_training_curves", "smooth",
+           "style"]
 
 PALETTE = "colorblind"
 _RC = {
@@ -55,6 +56,12 @@ def new_figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
 # generic helpers
 
 
+def loop_colours(n_loops: int) -> list[tuple[float, float, float]]:
+    """One colour per loop (recursion depth) 1..n_loops, light to dark blue: the same depth has the same colour in
+    every figure of the book (early exits of chapter 02, token depths of chapter 03)."""
+    return sns.color_palette("Blues", n_loops + 1)[1:]
+
+
 def _hue_column(df: pd.DataFrame, hue: str | Sequence[str] | None) -> tuple[pd.DataFrame, str | None]:
     """Join several hue columns into one label column ("model · dtype"); returns (df, its name)."""
     if hue is None or isinstance(hue, str):
@@ -84,11 +91,13 @@ def grouped_bars(
     title: str | None = None,
     xlabel: str | None = None,
     ylabel: str | None = None,
+    colours: Sequence | None = None,
 ) -> Figure:
     """Bars of `y` per `x` category, one bar per `hue` level side by side; one bar per (x, hue) row.
 
     Duplicate (x, hue) rows are averaged; missing combinations leave a gap. Categories keep their
     order of first appearance. `log="auto"` uses a log y axis when the values span more than 10x.
+    `colours` gives one colour per hue level in order (default: the book palette), e.g. `loop_colours`.
     """
     own_figure = ax is None
     if ax is None:
@@ -100,7 +109,7 @@ def grouped_bars(
     n_x, n_hue = table.shape
     width = 0.8 / n_hue
     rotate = n_x * n_hue > 12  # narrow bars: vertical value labels
-    colours = sns.color_palette(PALETTE, n_hue)
+    colours = list(colours) if colours is not None else sns.color_palette(PALETTE, n_hue)
     for j, level in enumerate(table.columns):
         values = table[level].to_numpy(dtype=float)  # [n_x]
         keep = ~np.isnan(values)

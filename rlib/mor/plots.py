@@ -18,7 +18,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from rlib.plotting import PALETTE, new_figure, style
+from rlib.plotting import PALETTE, loop_colours, new_figure, style
 
 __all__ = ["plot_budgets", "plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs",
            "plot_throughput", "plot_token_depths", "plot_uptraining"]
@@ -84,7 +84,7 @@ def plot_token_depths(tokens: list[list[str]], depths: list[list[int]], n_recurs
                       width: int = 96) -> Figure:
     """Each sample's text, each token on a background coloured by its depth (1 = light .. Nr = dark)."""
     style()
-    colours = sns.color_palette("Blues", n_recursions + 1)[1:]
+    colours = loop_colours(n_recursions)
     lines: list[list[tuple[str, int]]] = []
     for sample_tokens, sample_depths in zip(tokens, depths):
         line: list[tuple[str, int]] = []

@@ -18,7 +18,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from rlib import looping
-from rlib.plotting import PALETTE, grouped_bars, new_figure, plot_training_curves
+from rlib.plotting import PALETTE, grouped_bars, loop_colours, new_figure, plot_training_curves
 
 __all__ = ["plot_exits", "plot_pass_times", "plot_rank_sweep", "plot_relaxation", "plot_step0", "plot_step_time",
            "plot_throughput", "plot_training_loss"]
@@ -140,7 +140,7 @@ def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:
     long = table.melt(id_vars=["run"], value_vars=[f"nll loop {j}" for j in range(1, n_loops + 1)],
                       var_name="exit at", value_name="nll")
     fig = grouped_bars(long, "run", "nll", "exit at", log=False, fmt="{:.2f}", title=title, xlabel="",
-                       ylabel="held-out NLL (nats / token)")
+                       ylabel="held-out NLL (nats / token)", colours=loop_colours(n_loops))
     return _slanted(fig, 8, 4.2)
 
 
