@@ -232,6 +232,7 @@ def execute(item: Planned, profile: str, kernel: str, cell_timeout_s: float | No
     out_nb = staging / f"{ch.id}.ipynb"
     params = {**item.params, "out_dir": str(staging)}
     started = time.time()
+    git = git_state()  # the code that runs: a commit made while the chapter runs must not be credited with it
     with chapter_log(staging / LOG_FILE):
         timeout, factor, how = cell_timeout(profile, cell_timeout_s)
         log.info(f"[book] {ch.id}: cell timeout {timeout} s ({how}"
@@ -259,7 +260,7 @@ def execute(item: Planned, profile: str, kernel: str, cell_timeout_s: float | No
         keep_failed(staging, item, profile, failure)
         raise failure
     render_html(out_nb, staging / f"{ch.id}.html")
-    provenance = build_provenance(item, profile, out_nb, staging, started, wall)
+    provenance = build_provenance(item, profile, out_nb, staging, started, wall, git)
     provenance["cell_timeout_s"], provenance["speed_factor"] = timeout, round(factor, 2)
     write_json(staging / "provenance.json", provenance)
     swap_into_place(staging, root / ch.id)
@@ -356,7 +357,7 @@ def git_state() -> dict[str, Any]:
 
 
 def build_provenance(item: Planned, profile: str, out_nb: Path, folder: Path, started: float,
-                     wall: float) -> dict[str, Any]:
+                     wall: float, git: dict[str, Any] | None = None) -> dict[str, Any]:
     import nbformat
 
     nb = nbformat.read(out_nb, as_version=4)
@@ -375,7 +376,7 @@ def build_provenance(item: Planned, profile: str, out_nb: Path, folder: Path, st
         "status": "complete",
         "key": item.key,
         "parameters": item.params,
-        "git": git_state(),
+        "git": git if git is not None else git_state(),  # taken when the chapter started
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         "wall_s": round(wall, 2),
         "run_cache": env.get("run_cache"),
