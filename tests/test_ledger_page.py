@@ -81,6 +81,7 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
     monkeypatch.setattr(rejudge, "rejudge", lambda folder, profile, only=None: longer if profile == "cpu-long" else cpu)
     merged = rejudge.with_extensions(cpu, "cpu").set_index("id")
     # a row cpu measured stays cpu's; a row only cpu-long measured comes from it and names it; unmeasured stays
-    assert merged.loc["a"].tolist() == ["held", "1", "cpu"]
+    assert merged.loc["a", "verdict"] == "held" and merged.loc["a", "profile"] == "cpu"
+    assert merged.loc["a", "measured"] == "1 [cpu-long, with its added runs: not held: 2]"  # both measured: shown
     assert merged.loc["b"].tolist() == ["not held", "3", "cpu-long"]
     assert merged.loc["c", "verdict"] == "not measured"

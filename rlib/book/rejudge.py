@@ -85,7 +85,9 @@ def rejudge(root: str | Path, profile: str, only: list[str] | None = None) -> pd
 def with_extensions(table: pd.DataFrame, profile: str, only: list[str] | None = None) -> pd.DataFrame:
     """`table`, a ledger of `profile`, with each "not measured" row replaced by the row of a profile that extends it
     (`cpu-long` for `cpu`, from its promoted folder `figures/cpu-long/`) wherever that profile measured the claim.
-    The replaced rows keep their own `profile` column, so the ledger names the profile that measured each row."""
+    The replaced rows keep their own `profile` column, so the ledger names the profile that measured each row; where
+    both measured a claim and the extension's verdict differs, the row stays `profile`'s and its `measured` says what
+    the extension found."""
     out = table.copy()
     for name, extension in PROFILES.items():
         folder = promoted_dir(name)
@@ -101,4 +103,12 @@ def with_extensions(table: pd.DataFrame, profile: str, only: list[str] | None = 
             for column in out.columns:
                 if column in row.index:
                     out.at[i, column] = row[column]
+        # measured by both with different verdicts (the extension has more runs): keep this profile's row and say
+        # what the extension found, so the disagreement is on the page
+        differs = ~replace & out["id"].isin(measured.index)
+        for i in out.index[differs]:
+            row = measured.loc[out.at[i, "id"]]
+            if row["verdict"] != out.at[i, "verdict"] and "measured" in out.columns:
+                out.at[i, "measured"] = f"{out.at[i, 'measured']} [{name}, with its added runs: {row['verdict']}: " \
+                                        f"{row.get('measured', '')}]"
     return out
