@@ -116,8 +116,7 @@ def ledger(args) -> int:
     from pathlib import Path
 
     from rlib.book import ledger_page
-    from rlib.book.layout import profile_dir
-    from rlib.book.promote import promoted_dir
+    from rlib.book.layout import profile_dir, promoted_dir
     from rlib.book.rejudge import rejudge, with_extensions
     from rlib.fsutil import atomic_path
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlib.book import manifest as manifest_mod
-from rlib.book.layout import failed_dir, profile_dir, work_root
-from rlib.book.promote import promoted_dir
+from rlib.book.layout import failed_dir, profile_dir, promoted_dir, work_root
 from rlib.config import get_profile
 
 
@@ -59,7 +58,7 @@ def estimate(profile: str, only: list[str] | None = None, cli_params: list[str] 
             env = prov.get("environment") or {}
             wall, source = prov.get("wall_s"), f"last run {prov.get('started', '?')[:16]}"
             threads = (env.get("threads") or {}).get("torch") or env.get("torch_threads")
-            tally = prov.get("run_cache") or env.get("run_cache") or {}
+            tally = prov.get("run_cache") or {}
             if tally.get("read"):  # that wall time is not an uncached one
                 source += f" ({tally['read']} of {tally['read'] + tally['computed']} grid results read from cache)"
         elif ch.id in promoted and promoted[ch.id].get("profile") == profile:

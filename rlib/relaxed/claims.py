@@ -376,11 +376,6 @@ def _curve(up: pd.DataFrame, cfg: RelaxedConfig, init: str, most: float = float(
     return [(f"r{r}", _relaxed(up, cfg, init, r)) for r in _ranks(up, init) if least <= r <= most]
 
 
-def _curve_top(curve: list[tuple[str, float]]) -> int:
-    """The highest rank of a `_curve`."""
-    return int(curve[-1][0][1:])
-
-
 def _paper_range(tables: Mapping[str, pd.DataFrame]) -> tuple[int, float]:
     """(full rank, the top of the paper's rank range): Fig. 7(a) / G.3 run ranks up to a quarter of full rank."""
     full = int(tables["step0"]["rank"].max())
@@ -581,14 +576,15 @@ def _beyond(up: pd.DataFrame, cfg: RelaxedConfig, inits, top: float, full: int) 
 def _u_shape(tables, cfg: RelaxedConfig) -> Outcome:
     up, (full, top) = _uptrained(tables), _paper_range(tables)
     ranks = _ranks(up, "stepwise")
-    if top not in ranks and max(ranks) < top:
+    if max(ranks) < top:
         raise Missing(f"needs: Stepwise uptrained at r >= {top:.0f} (a quarter of full rank, the paper's 512 of "
                       f"2048) and at full rank {full}; uptrained today: r = {ranks}")
-    curve = _curve(up, cfg, "stepwise", most=max(top, min(r for r in ranks if r >= top)))
+    most = min(r for r in ranks if r >= top)  # the paper's range, reaching its top
+    curve = _curve(up, cfg, "stepwise", most=most)
     worst = max(range(len(curve)), key=lambda k: curve[k][1])
     held = 0 < worst < len(curve) - 1 and curve[-1][1] < curve[worst][1]
     measured = chain(curve) + f" (paper's recovery r=256 -> 512: {U_RECOVERY:.3f})" + \
-        _beyond(up, cfg, ["stepwise"], _curve_top(curve), full)
+        _beyond(up, cfg, ["stepwise"], most, full)
     return Outcome(held, measured, ("budget", f"the worst Stepwise rank is {curve[worst][0]} ({measured}); needs: "
                                               "more seeds and steps"))
 

@@ -27,10 +27,15 @@ def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _plainly_uptrained(df: pd.DataFrame) -> pd.Series:
+    """Rows of runs uptrained without exits, distillation or a longer schedule."""
+    return (df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1)
+
+
 def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
     """Fig. 6 / 7 / G.1-G.3 and Table G.2: every uptrained model without exits, before and after uptraining."""
     df = flat(results)
-    sel = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1)]
+    sel = df[_plainly_uptrained(df)]
     cols = ["init", "rank", "lora_init", "prefix", "non_embedding_params", f"before ppl[{cfg.train_corpus}]",
             *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
     return sel[cols].sort_values(["init", "prefix", "lora_init", "rank"]).reset_index(drop=True)
@@ -40,8 +45,7 @@ def training_table(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
     """Fig. G.1: the training curves of every plainly uptrained SVD run (no exits, distillation, longer schedule or
     prefix), one row per logged step (step, tokens, loss, val_loss) with the run's init and rank."""
     df = flat(results)
-    plain = df[(df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1) & (df["prefix"] == 0)
-               & (df["lora_init"] == "svd")]
+    plain = df[_plainly_uptrained(df) & (df["prefix"] == 0) & (df["lora_init"] == "svd")]
     curves = training_curves(work, [r for r in results if r["name"] in set(plain["name"])])
     if curves.empty:
         return curves
