@@ -50,3 +50,15 @@ def test_bad_configs_fail_before_any_work():
         cfg.override(spread_recipes=("ld",))
     with pytest.raises(ConfigError, match="n_layers=2"):
         cfg.override(n_layers=2)
+
+
+def test_a_run_is_keyed_on_its_own_recipe_and_seed_not_the_list_of_runs():
+    from dataclasses import replace
+
+    cfg = config.LayerSkipConfig.preset("cpu")
+    fewer = replace(cfg, recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=())
+    resampled = replace(cfg, decode_temperature=0.5, decode_prompts=3)
+    assert cfg.training_key() == fewer.training_key() == resampled.training_key()
+    assert cfg.training_key() != replace(cfg, steps=cfg.steps + 1).training_key()
+    with pytest.raises(ConfigError, match="decode_temperature"):
+        replace(cfg, decode_temperature=-1.0)

@@ -18,12 +18,14 @@ A recipe (`RECIPES`) says which of layer dropout and the early-exit loss a run t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from rlib import corpora
 from rlib.config import ConfigError, Preset
 from rlib.layerskip.exit_tasks import EXIT_TASKS
+from rlib.layerskip.sampling import Sampling
 from rlib.layerskip.schedules import CURRICULA, TIME_SCHEDULES
 from rlib.layerskip.speculative import REUSE_MODES
 from rlib.model import DecoderConfig
@@ -31,7 +33,7 @@ from rlib.train import TrainConfig
 from rlib.vocab import ScratchText
 
 __all__ = ["DECODE_FIELDS", "RECIPES", "SOURCE", "AdaptConfig", "AdaptRun", "LayerSkipConfig", "LayerSkipRun",
-           "ParseConfig", "ParseRun", "Study", "adapt_runs", "scratch_runs"]
+           "ParseConfig", "ParseRun", "Study", "adapt_runs", "sampling_of", "scratch_runs"]
 
 
 RECIPES: dict[str, tuple[bool, bool, dict[str, str]]] = {
@@ -83,6 +85,7 @@ class LayerSkipConfig(Preset):
     decode_prompt_len: int
     decode_new_tokens: int
     decode_repeats: int
+    decode_temperature: float  # 0 = greedy (the paper's); > 0 = coupled sampling (rlib.layerskip.sampling, ours)
 
     PRESETS = {
         "smoke": dict(
@@ -91,8 +94,9 @@ class LayerSkipConfig(Preset):
             warmup_frac=0.25, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational", rotation=0,
             recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=(), val_windows=4, eval_windows=4, probe_points=2,
             precision="no", decode_exits=(2,), decode_drafts=(2,), decode_reuses=("kvq", "none"), decode_prompts=2,
-            decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1),
-        # code, as Fig. 11's held-out set (The Stack): predictable enough for shallow exits to draft
+            decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1, decode_temperature=1.0),
+        # code, as Fig. 11's held-out set (The Stack): predictable enough for shallow exits to draft. Decoded by
+        # sampling at T = 1: greedily, these small models loop (distinct-2 0.11-0.13 in the 2026-11-24 run)
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="python-stdlib", vocab_size=4096, d_model=128, n_heads=2,
             n_kv_heads=1, head_dim=64, d_ffn=384, n_layers=12, seq_len=128, steps=400, batch_size=16,
@@ -101,7 +105,7 @@ class LayerSkipConfig(Preset):
             spread_recipes=("baseline", "ld", "ld_ee", "ld_const"), val_windows=32,
             eval_windows=64, probe_points=6, precision="bf16", decode_exits=(2, 3, 6), decode_drafts=(2, 4),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=8, decode_prompt_len=32, decode_new_tokens=64,
-            decode_repeats=2),
+            decode_repeats=2, decode_temperature=1.0),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             head_dim=64, d_ffn=1536, n_layers=16, seq_len=512, steps=5000, batch_size=64, micro_batch_size=32,
@@ -110,7 +114,7 @@ class LayerSkipConfig(Preset):
             eval_windows=256,
             probe_points=10, precision="bf16", decode_exits=(4, 8, 12), decode_drafts=(2, 4, 8),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
-            decode_repeats=3),
+            decode_repeats=3, decode_temperature=0.0),
     }
 
     def __post_init__(self) -> None:
@@ -148,6 +152,7 @@ class LayerSkipConfig(Preset):
                               f"{list(REUSE_MODES)}")
         if self.decode_prompt_len >= self.seq_len:
             raise ConfigError(f"decode_prompt_len={self.decode_prompt_len} must be shorter than seq_len={self.seq_len}")
+        _check_temperature(self.decode_temperature)
 
     def model_config(self, vocab_size: int) -> DecoderConfig:
         return DecoderConfig(
@@ -158,9 +163,12 @@ class LayerSkipConfig(Preset):
             attn_scale=self.head_dim**-0.5, tie_embeddings=False)
 
     def training_key(self) -> dict[str, Any]:
-        """The fields a trained run depends on: everything but the decoding settings, so that changing how the
-        models are decoded never retrains them."""
-        return {name: value for name, value in self.to_dict().items() if not name.startswith("decode_")}
+        """The fields a trained run depends on besides its own recipe and seed: everything but the decoding settings
+        and the lists of runs, so that decoding differently or adding a recipe or a seed (a longer profile) never
+        retrains the runs already made."""
+        grid = ("recipes", "seeds", "spread_recipes")
+        return {name: value for name, value in self.to_dict().items()
+                if not name.startswith("decode_") and name not in grid}
 
     @property
     def middle_exit(self) -> int:
@@ -189,6 +197,16 @@ def scratch_runs(cfg: LayerSkipConfig) -> list[LayerSkipRun]:
 
 
 SOURCE = "source"  # the pretrained model, not trained further (Table 1's baseline)
+
+
+def _check_temperature(temperature: float) -> None:
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ConfigError(f"decode_temperature={temperature!r} must be 0 (greedy) or a finite number > 0 (sampling)")
+
+
+def sampling_of(temperature: float, seed: int = 0) -> Sampling | None:
+    """Greedy (None) for temperature 0, else coupled sampling at that temperature."""
+    return Sampling(temperature, seed) if temperature > 0 else None
 
 
 def _check_corpus(corpus: str, where: str) -> None:
@@ -251,6 +269,8 @@ class AdaptConfig(Preset):
     decode_prompt_len: int  # tokens of a held-out window's prompt
     decode_new_tokens: int
     decode_repeats: int
+    decode_temperature: float  # > 0: the studies of decode_sampled_studies decode by coupled sampling (ours)
+    decode_sampled_studies: tuple[str, ...]  # the others decode greedily (the paper's)
     probe_tokens: int  # greedy tokens generated after HumanEval's first prompt for Fig. 2's probe
 
     PRESETS = {
@@ -258,18 +278,21 @@ class AdaptConfig(Preset):
             model="smollm2-135m", seq_len=32, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="bf16",
             seed=0, eval_corpora=("shakespeare",), eval_windows=2, exit_stride=10, tasks=("book_cloze",),
             task_items=2, decode_exits=(10,), decode_drafts=(2,), decode_reuses=("kvq",), decode_prompts=1,
-            decode_prompt_len=8, decode_new_tokens=4, decode_repeats=1, probe_tokens=6,
+            decode_prompt_len=8, decode_new_tokens=4, decode_repeats=1, decode_temperature=1.0,
+            decode_sampled_studies=("continual",), probe_tokens=6,
             studies=(dict(name="continual", corpus="shakespeare", steps=2, lr=3e-4, recipes=("ld_ee",), p_max=0.1,
                           e_scale=0.2, curriculum="rotational", rotation=0),
                      dict(name="code", corpus="python-stdlib", steps=1, lr=3e-4, recipes=("ld_ee",), p_max=0.1,
                           e_scale=1.0, curriculum="rotational", rotation=0))),
-        # about 35 min on 2 cores: 4 runs of 512-token steps at 3-5 s a step, and 5 models read exit by exit
+        # about 35 min on 2 cores: 4 runs of 512-token steps at 3-5 s a step, and 5 models read exit by exit. The
+        # continual study decodes held-out poetry by sampling at T = 1 (greedily its LD+EE model looped: distinct-2
+        # 0.38 in the 2026-11-24 run); the code study decodes HumanEval greedily (distinct-2 0.85), as Table 4
         "cpu": dict(
             model="smollm2-135m", seq_len=128, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=16,
             exit_stride=3, tasks=EXIT_TASKS, task_items=40, decode_exits=(8, 15), decode_drafts=(2, 4),
             decode_reuses=("kvq",), decode_prompts=3, decode_prompt_len=32, decode_new_tokens=40, decode_repeats=1,
-            probe_tokens=48,
+            decode_temperature=1.0, decode_sampled_studies=("continual",), probe_tokens=48,
             studies=(dict(name="continual", corpus="gutenberg-poetry", steps=160, lr=3e-4,
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
                      dict(name="code", corpus="python-stdlib", steps=100, lr=3e-4, recipes=("baseline", "ld_ee"),
@@ -279,7 +302,7 @@ class AdaptConfig(Preset):
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=128,
             exit_stride=1, tasks=EXIT_TASKS, task_items=200, decode_exits=(6, 10, 15, 20), decode_drafts=(2, 4, 8),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
-            decode_repeats=3, probe_tokens=64,
+            decode_repeats=3, decode_temperature=0.0, decode_sampled_studies=(), probe_tokens=64,
             studies=(dict(name="continual", corpus="gutenberg-poetry", steps=2000, lr=3e-4,
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
                      dict(name="code", corpus="python-stdlib", steps=1000, lr=3e-4, recipes=("baseline", "ld", "ee",
@@ -290,11 +313,19 @@ class AdaptConfig(Preset):
     def __post_init__(self) -> None:
         studies = tuple(s if isinstance(s, Study) else Study(**s) for s in self.studies)
         object.__setattr__(self, "studies", studies)
-        for name in ("eval_corpora", "tasks", "decode_exits", "decode_drafts", "decode_reuses"):
+        for name in ("eval_corpora", "tasks", "decode_exits", "decode_drafts", "decode_reuses",
+                     "decode_sampled_studies"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         names = [s.name for s in studies]
         if not studies or len(set(names)) != len(names) or SOURCE in names:
             raise ConfigError(f"studies {names} must be one or more distinct names, none of them {SOURCE!r}")
+        stray = [s for s in self.decode_sampled_studies if s not in names]
+        if stray:
+            raise ConfigError(f"decode_sampled_studies {stray} are not studies of this config ({names})")
+        _check_temperature(self.decode_temperature)
+        if self.decode_sampled_studies and self.decode_temperature == 0:
+            raise ConfigError(f"decode_sampled_studies {list(self.decode_sampled_studies)} need decode_temperature "
+                              "> 0 (or leave them empty to decode every study greedily)")
         for corpus in self.eval_corpora:
             _check_corpus(corpus, "eval_corpora")
         unknown = [t for t in self.tasks if t not in EXIT_TASKS]
@@ -317,6 +348,10 @@ class AdaptConfig(Preset):
             if study.name == name:
                 return study
         raise ConfigError(f"no study {name!r}; this config has {[s.name for s in self.studies]}")
+
+    def decode_sampling(self, study: str) -> Sampling | None:
+        """How `study` decodes: coupled sampling if it is one of `decode_sampled_studies`, else greedy (None)."""
+        return sampling_of(self.decode_temperature) if study in self.decode_sampled_studies else None
 
     def exits(self, n_layers: int, stride: int | None = None) -> tuple[int, ...]:
         """The exits read for perplexity: every `exit_stride`-th layer, the middle one (Table 1) and the last."""

@@ -98,7 +98,7 @@ def measure_costs(model: Decoder, prompts: list[torch.Tensor], exits: tuple[int,
         calls["head", 0, 1] = lambda: model.head(hidden).argmax(-1)
         if draft_vocab is not None:
             propose = draft_head(model, torch.unique(torch.cat([draft_vocab.to(context.device), context[0]])))
-            calls["vocab head", 0, 1] = lambda: propose(hidden)
+            calls["vocab head", 0, 1] = lambda: propose(hidden, 0)
         for n_draft in sorted(set(drafts)):
             wide = hidden.repeat(1, n_draft + 1, 1)  # [1, d + 1, D], contiguous as the decoders' (an expanded view
             # with stride 0 takes slower BLAS paths)

@@ -32,8 +32,17 @@ from rlib.config import ConfigError
 from rlib.layerskip import adapt, decode_costs, generations, parse_data, parse_study
 from rlib.layerskip import experiments as scratch
 from rlib.layerskip.analysis import motivation_probe
-from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, LayerSkipConfig, LayerSkipRun, ParseConfig
+from rlib.layerskip.config import (
+    SOURCE,
+    AdaptConfig,
+    AdaptRun,
+    LayerSkipConfig,
+    LayerSkipRun,
+    ParseConfig,
+    sampling_of,
+)
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
+from rlib.layerskip.sampling import Sampling
 from rlib.model import Decoder
 
 __all__ = ["adapt_decoding", "adapt_generations", "decode_models", "figure_prompts", "humaneval_prompts",
@@ -44,15 +53,18 @@ __all__ = ["adapt_decoding", "adapt_generations", "decode_models", "figure_promp
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
                   drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
                   peers: bool, full: tuple[str, ...] | None = None, eos_ids: tuple[int, ...] = (),
-                  score=None, draft_vocab: torch.Tensor | None = None) -> pd.DataFrame:
+                  score=None, draft_vocab: torch.Tensor | None = None,
+                  sampling: Sampling | None = None) -> pd.DataFrame:
     """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
-    transformers' greedy and early-exit assisted generation on each model exported to transformers. full: the
-    labels that get every reuse mode, the peers and (given a task vocabulary `draft_vocab`) the rows drafting over
-    it (default all); the others get the "kvq" rows only. eos_ids and score: as in `benchmark_decoding`."""
+    transformers' greedy and early-exit assisted generation on each model exported to transformers (greedy decoding
+    only: with `sampling` they are left out, as they cannot share its noise). full: the labels that get every reuse
+    mode, the peers and (given a task vocabulary `draft_vocab`) the rows drafting over it (default all); the others
+    get the "kvq" rows only. eos_ids, score and sampling: as in `benchmark_decoding`."""
     from rlib.model.convert import to_transformers
 
     if not models:
         raise ConfigError("decode_models needs at least one model")
+    peers = peers and sampling is None
     frames = []
     for label, model in models.items():
         model.eval()
@@ -61,7 +73,8 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
                              draft_vocab=whole and draft_vocab is not None)
         table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
                                    hf_model=to_transformers(model) if peers and whole else None,
-                                   desc=f"decoding {label}", eos_ids=eos_ids, score=score, draft_vocab=draft_vocab)
+                                   desc=f"decoding {label}", eos_ids=eos_ids, score=score, draft_vocab=draft_vocab,
+                                   sampling=sampling)
         table.insert(0, "recipe", label)
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
@@ -73,13 +86,14 @@ def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor
 
 def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
                      peers: bool = True, layerskip: str = "ld_ee") -> pd.DataFrame:
-    """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows; the
-    `layerskip` model gets every reuse mode and the peers, the others the "kvq" rows."""
+    """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows, greedy
+    or by coupled sampling (`decode_temperature`); the `layerskip` model gets every reuse mode and (greedy only) the
+    peers, the others the "kvq" rows."""
     windows = cfg.text().heldout("test", cfg.decode_prompts, seed=2)
     models = {recipe: scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
     return decode_models(models, _window_prompts(windows, cfg.decode_prompt_len), cfg.decode_exits,
                          cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
-                         full=(layerskip,))
+                         full=(layerskip,), sampling=sampling_of(cfg.decode_temperature))
 
 
 def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
@@ -123,7 +137,8 @@ def adapt_generations(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[s
         model = adapt.load_model(work, AdaptRun(study, recipe).name, cfg)
         exit_layer = generations.figure_exit(len(model.plan))
         frames.append(generations.generation_examples(model, decode, prompts, exit_layer, max(cfg.decode_drafts),
-                                                      cfg.decode_new_tokens, label=f"{study} {recipe}"))
+                                                      cfg.decode_new_tokens, label=f"{study} {recipe}",
+                                                      sampling=cfg.decode_sampling(study)))
     return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*frames))
 
 
@@ -140,20 +155,22 @@ def scratch_generations(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ..
         model = scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name)
         exit_layer = generations.figure_exit(len(model.plan), generations.PAPER_FIG9_DEPTH)
         frames.append(generations.generation_examples(model, decode, prompts, exit_layer, max(cfg.decode_drafts),
-                                                      cfg.decode_new_tokens, label=f"scratch {recipe}"))
+                                                      cfg.decode_new_tokens, label=f"scratch {recipe}",
+                                                      sampling=sampling_of(cfg.decode_temperature)))
     return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*frames))
 
 
 def adapt_decoding(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
                    peers: bool = False, source: Decoder | None = None) -> pd.DataFrame:
     """A study's models of `recipes` (SOURCE names the pretrained model: `source`, or loaded from the
-    config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise."""
+    config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise;
+    greedy, or by coupled sampling for the config's `decode_sampled_studies`."""
     prompts = _adapt_prompts(cfg, study)
     names = {recipe: recipe if recipe == SOURCE else AdaptRun(study, recipe).name for recipe in recipes}
     models = {recipe: source if recipe == SOURCE and source is not None else adapt.load_model(work, name, cfg)
               for recipe, name in names.items()}
     table = decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
-                          cfg.decode_new_tokens, cfg.decode_repeats, peers)
+                          cfg.decode_new_tokens, cfg.decode_repeats, peers, sampling=cfg.decode_sampling(study))
     table.insert(0, "study", study)
     return table
 

@@ -10,6 +10,11 @@ counts, and ms/token = the sum of medians over the sum of new tokens.
 `distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
 loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
 
+`sampling` (ours, `rlib.layerskip.sampling`) decodes every one of our methods by Gumbel-max sampling at its
+temperature, the noise fixed per position and drawn from seed + the prompt's index, so every method samples the same
+output and `identical_to_greedy` checks that self-speculation reproduces the autoregressive sample (column
+`temperature`, 0 = greedy). transformers' peers cannot share that noise and are refused with it.
+
 Our decoders run inside `rlib.model.decode_matmul.fast_decoding` (`fast_matmul`, default on): on CPU every few-token
 product takes the faster of three BLAS paths, for the baseline and self-speculation alike (column `fast_matmul`).
 Transformers' decoders run on their own weights, untouched.
@@ -33,6 +38,7 @@ import torch
 
 from rlib.config import ConfigError
 from rlib.layerskip.peer import hf_early_exit_generate, hf_greedy_generate
+from rlib.layerskip.sampling import Sampling
 from rlib.layerskip.speculative import REUSE_MODES, early_exit_generate, self_speculative_generate
 from rlib.model import Decoder
 from rlib.model.decode_matmul import fast_decoding
@@ -110,12 +116,14 @@ def vocab_rows(table: pd.DataFrame) -> pd.Series:
 
 
 def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tokens: int, hf_model=None,
-             eos_ids: tuple[int, ...] = (), draft_vocab: torch.Tensor | None = None):
+             eos_ids: tuple[int, ...] = (), draft_vocab: torch.Tensor | None = None,
+             sampling: Sampling | None = None):
     """Decode `prompt` [1, T] with `case`, stopping at any of `eos_ids` (default none: every method makes
     `max_new_tokens`) -> (ids [1, T + n], SpeculativeStats or None). draft_vocab: the task vocabulary [V'] of a
-    `case.draft_vocab` case (the prompt's ids are added to it here)."""
+    `case.draft_vocab` case (the prompt's ids are added to it here). sampling: greedy if None (module docstring)."""
     if case.method == "autoregressive":
-        return self_speculative_generate(model, prompt, max_new_tokens, len(model.plan), 0, eos_ids=eos_ids)
+        return self_speculative_generate(model, prompt, max_new_tokens, len(model.plan), 0, eos_ids=eos_ids,
+                                         sampling=sampling)
     if case.method == "self_speculative":
         vocab = None
         if case.draft_vocab:
@@ -123,9 +131,13 @@ def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tok
                 raise ConfigError(f"{case.label} needs draft_vocab (e.g. decoding.draft_vocabulary(task outputs))")
             vocab = torch.unique(torch.cat([draft_vocab.to(prompt.device), prompt[0]]))  # [V' + prompt]
         return self_speculative_generate(model, prompt, max_new_tokens, case.exit_layer, case.n_draft, case.reuse,
-                                         eos_ids=eos_ids, draft_vocab=vocab)
+                                         eos_ids=eos_ids, draft_vocab=vocab, sampling=sampling)
     if case.method == "early_exit":
-        return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=eos_ids), None
+        return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=eos_ids,
+                                   sampling=sampling), None
+    if sampling is not None:
+        raise ConfigError(f"{case.label} cannot share the coupled sampling noise; decode the peers greedily "
+                          "(sampling=None) or leave them out (peers=False)")
     if hf_model is None:
         raise ConfigError(f"{case.label} needs hf_model (rlib.model.convert.to_transformers(model))")
     if case.method == "hf_greedy":
@@ -137,42 +149,51 @@ def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tok
 def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[DecodeCase], max_new_tokens: int,
                        repeats: int = 3, hf_model=None, desc: str = "decoding",
                        eos_ids: tuple[int, ...] = (), score=None,
-                       draft_vocab: torch.Tensor | None = None, fast_matmul: bool = True) -> pd.DataFrame:
+                       draft_vocab: torch.Tensor | None = None, fast_matmul: bool = True,
+                       sampling: Sampling | None = None) -> pd.DataFrame:
     """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens and drafts per round,
     S_pred, and whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids:
     stop each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
     score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as column
     `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul:
-    run our decoders inside `fast_decoding` (module docstring)."""
+    run our decoders inside `fast_decoding` (module docstring). sampling: temperature and base seed of coupled
+    sampling (module docstring; default greedy)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:
         raise ConfigError(f"repeats={repeats} must be >= 1")
     if cases[0].method != "autoregressive":
         raise ConfigError("the first case must be the autoregressive baseline (the speedups are relative to it)")
+    peers = [case.label for case in cases if case.method.startswith("hf_")]
+    if sampling is not None and peers:
+        raise ConfigError(f"cases {peers} cannot share the coupled sampling noise; drop them or decode greedily")
     model.eval()
     with fast_decoding(model, enabled=fast_matmul):
         table = _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score,
-                           draft_vocab)
+                           draft_vocab, sampling)
     table.insert(table.columns.get_loc("new_tokens") + 1, "fast_matmul", fast_matmul)
+    table.insert(table.columns.get_loc("fast_matmul") + 1, "temperature", 0.0 if sampling is None else
+                 float(sampling.temperature))
     return table
 
 
-def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score, draft_vocab):
+def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score, draft_vocab,
+               sampling):
     n_layers = len(model.plan)
 
-    def decode(case: DecodeCase, prompt: torch.Tensor):
-        return run_case(case, model, prompt, max_new_tokens, hf_model, eos_ids, draft_vocab)
+    def decode(case: DecodeCase, index: int):
+        noise = None if sampling is None else Sampling(sampling.temperature, sampling.seed + index)
+        return run_case(case, model, prompts[index], max_new_tokens, hf_model, eos_ids, draft_vocab, noise)
 
     for case in cases:
-        decode(case, prompts[0])  # warm-up
+        decode(case, 0)  # warm-up
     times = [[[] for _ in prompts] for _ in cases]  # [case][prompt] -> seconds per repeat
     results: list[list] = [[None] * len(prompts) for _ in cases]  # [case][prompt] -> (ids, stats)
     for step in progress(range(repeats * len(prompts)), desc=desc, unit="prompt"):
         index = step % len(prompts)
         for number, case in enumerate(cases):  # round-robin: a slow spell of the machine hits every case alike
             started = time.perf_counter()
-            results[number][index] = decode(case, prompts[index])
+            results[number][index] = decode(case, index)
             times[number][index].append(time.perf_counter() - started)
     reference = [out for out, _ in results[0]]
     rows = []

@@ -27,6 +27,7 @@ import torch
 from rlib.config import ConfigError
 from rlib.layerskip.claims.base import GATE  # the chapter's distinct-2 gate
 from rlib.layerskip.decoding import distinct_2
+from rlib.layerskip.sampling import Sampling, TokenChooser, sampled_generate
 from rlib.layerskip.speculative import early_exit_generate, self_speculative_generate
 from rlib.model import Decoder
 
@@ -58,20 +59,25 @@ def text_decoder(tokenizer, vocab=None) -> Callable[[list[int]], str]:
 
 
 @torch.no_grad()
-def wrong_tokens(model: Decoder, sequence: torch.Tensor, prompt_len: int) -> torch.Tensor:
+def wrong_tokens(model: Decoder, sequence: torch.Tensor, prompt_len: int,
+                 sampling: Sampling | None = None) -> torch.Tensor:
     """sequence [1, T + n] (a prompt and n generated tokens) -> [n] bool: where token T + i is not the full model's
-    greedy choice after tokens 0 .. T + i - 1 (one teacher-forced pass of all layers)."""
+    choice after tokens 0 .. T + i - 1 (one teacher-forced pass of all layers): its greedy choice, or with `sampling`
+    its sample under the same noise."""
+    choose = TokenChooser(sampling, 1, sequence.shape[1], model.config.vocab_size, sequence.device)
     logits = model(sequence[:, :-1])  # [1, T + n - 1, V]
-    full_next = logits[0, prompt_len - 1:].argmax(-1)  # [n]: the full model's choice before each generated token
+    full_next = choose(logits[:, prompt_len - 1:], prompt_len)[0]  # [n]: the full model's choice before each token
     return sequence[0, prompt_len:] != full_next
 
 
 def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prompts: list[torch.Tensor],
-                        exit_layer: int, n_draft: int, new_tokens: int,
-                        label: str = "") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Greedy continuations of each prompt [1, T] (EOS ignored): early exit at `exit_layer`, self-speculation at
-    (`exit_layer`, `n_draft`) and plain greedy decoding with every layer; `decode` writes token ids as text
-    (`text_decoder`). Returns (one row per prompt, one row per early-exit token)."""
+                        exit_layer: int, n_draft: int, new_tokens: int, label: str = "",
+                        sampling: Sampling | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Continuations of each prompt [1, T] (EOS ignored): early exit at `exit_layer`, self-speculation at
+    (`exit_layer`, `n_draft`) and plain decoding with every layer; `decode` writes token ids as text
+    (`text_decoder`). Greedy, or with `sampling` coupled sampling with noise seed + the prompt's index, where the
+    columns named greedy (`self_speculative_equals_greedy`, `greedy_distinct_2`) mean the full model's sample.
+    Returns (one row per prompt, one row per early-exit token)."""
     n_layers = len(model.plan)
     if not 1 <= exit_layer < n_layers:
         raise ConfigError(f"exit_layer={exit_layer} must be in 1..{n_layers - 1} (the model has {n_layers} layers)")
@@ -82,16 +88,19 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
     for index, prompt in enumerate(prompts):
         prompt = prompt.to(next(model.parameters()).device)
         t = prompt.shape[1]
-        early = early_exit_generate(model, prompt, new_tokens, exit_layer, eos_ids=())
-        wrong = wrong_tokens(model, early, t)  # [n]
-        speculative, stats = self_speculative_generate(model, prompt, new_tokens, exit_layer, n_draft, eos_ids=())
-        greedy = model.generate(prompt, new_tokens, eos_ids=())
+        noise = None if sampling is None else Sampling(sampling.temperature, sampling.seed + index)
+        early = early_exit_generate(model, prompt, new_tokens, exit_layer, eos_ids=(), sampling=noise)
+        wrong = wrong_tokens(model, early, t, noise)  # [n]
+        speculative, stats = self_speculative_generate(model, prompt, new_tokens, exit_layer, n_draft, eos_ids=(),
+                                                       sampling=noise)
+        greedy = sampled_generate(model, prompt, new_tokens, noise)
         diversity = distinct_2(greedy[0, t:].tolist())
         pieces = [decode([tok]) for tok in early[0, t:].tolist()]
         for position, (piece, bad) in enumerate(zip(pieces, wrong.tolist())):
             tokens.append({"model": label, "prompt": index, "position": position, "token": piece, "wrong": bad})
         summary.append({
             "model": label, "prompt": index, "exit_layer": exit_layer, "n_draft": n_draft,
+            "temperature": 0.0 if sampling is None else float(sampling.temperature),
             "prompt_text": decode(prompt[0].tolist()),
             "early_exit_text": "".join(f"[[{p}]]" if bad else p for p, bad in zip(pieces, wrong.tolist())),
             "wrong_tokens": int(wrong.sum()), "new_tokens": int(wrong.numel()),
@@ -116,6 +125,8 @@ def generations_html(summary: pd.DataFrame, tokens: pd.DataFrame) -> str:
                  f"({row['wrong_tokens']} of {row['new_tokens']} tokens wrong) / self-speculative, d = "
                  f"{row['n_draft']} (acceptance {row['acceptance']:.2f}, equals greedy: "
                  f"{'yes' if row['self_speculative_equals_greedy'] else 'NO'})")
+        if float(row.get("temperature", 0) or 0) > 0:
+            title = title.replace("equals greedy", f"equals the full model's sample at T={row['temperature']:g}")
         blocks.append(f'<div style="margin:0.6em 0"><div style="font-size:90%;color:#555">{title}</div>'
                       f'<pre style="white-space:pre-wrap;margin:0.2em 0">{prompt}{early}</pre>'
                       f'<pre style="white-space:pre-wrap;margin:0.2em 0">{prompt}'

@@ -21,6 +21,10 @@ those rows of the shared head. On a small model the head is a large share of a d
 verifier still uses the whole head, so the output stays the full model's greedy output whatever the vocabulary; only
 acceptance (a draft outside the vocabulary is never proposed) and the drafting cost change.
 
+Sampling (ours, `rlib.layerskip.sampling`): with `sampling`, every token is chosen as the argmax of its logits / T plus
+Gumbel noise fixed for its position, drafts and verification alike, so the output is a true sample at temperature T
+and equals autoregressive sampling with the same noise token for token (greedy when `sampling` is None).
+
 Batches: every row commits the same number of tokens per round, k + 1 with k the smallest accepted prefix over the
 unfinished rows; a row that accepted more has draft k equal to its verifier token k, so committing the verifier's
 token stays exact for it. A row that emitted an EOS is padded with the EOS, as `Decoder.generate` does.
@@ -34,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from rlib.config import ConfigError
+from rlib.layerskip.sampling import Sampling, TokenChooser
 from rlib.model import Decoder, KVCache
 
 __all__ = ["REUSE_MODES", "SpeculativeStats", "draft_head", "early_exit_generate", "self_speculative_generate"]
@@ -99,11 +104,13 @@ def _trim(new: torch.Tensor, eos: torch.Tensor, max_new_tokens: int) -> torch.Te
     return new
 
 
-def draft_head(model: Decoder, draft_vocab: torch.Tensor | None):
-    """hidden [B, 1, D] -> the greedy draft [B, 1]: the shared head's argmax over the whole vocabulary, or over
-    `draft_vocab` only (the rows of the head for those ids, gathered once)."""
+def draft_head(model: Decoder, draft_vocab: torch.Tensor | None, choose: TokenChooser | None = None):
+    """(hidden [B, 1, D], its token's position) -> the draft [B, 1]: the shared head's argmax (greedy, or perturbed by
+    `choose`'s noise for that position) over the whole vocabulary, or over `draft_vocab` only (the rows of the head
+    for those ids, gathered once)."""
+    choose = choose or TokenChooser(None, 0, 0, 0)
     if draft_vocab is None:
-        return lambda hidden: model.head(hidden).argmax(-1)
+        return lambda hidden, position: choose(model.head(hidden), position)
     vocab = draft_vocab.to(torch.long).flatten()
     size = model.config.vocab_size
     if vocab.numel() == 0 or int(vocab.min()) < 0 or int(vocab.max()) >= size:
@@ -112,10 +119,14 @@ def draft_head(model: Decoder, draft_vocab: torch.Tensor | None):
                           f"ids{span}")
     weight = model.embed.weight if model.lm_head is None else model.lm_head.weight
     vocab = vocab.to(weight.device)
-    rows = weight[vocab]  # [V', D]; a soft-cap is monotone, so the argmax needs none
+    rows = weight[vocab]  # [V', D]
+    cap = model.config.logit_softcap if choose.sampling is not None else None  # monotone: greedy needs none
 
-    def head(hidden: torch.Tensor) -> torch.Tensor:
-        return vocab[F.linear(model.final_norm(hidden), rows).argmax(-1)]  # [B, 1]
+    def head(hidden: torch.Tensor, position: int) -> torch.Tensor:
+        logits = F.linear(model.final_norm(hidden), rows)  # [B, 1, V']
+        if cap is not None:
+            logits = cap * torch.tanh(logits / cap)
+        return vocab[choose(logits, position, vocab)]  # [B, 1]
 
     return head
 
@@ -123,13 +134,16 @@ def draft_head(model: Decoder, draft_vocab: torch.Tensor | None):
 @torch.no_grad()
 def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_tokens: int, exit_layer: int,
                               n_draft: int, reuse: str = "kvq", eos_ids: tuple[int, ...] | None = None,
-                              draft_vocab: torch.Tensor | None = None) -> tuple[torch.Tensor, SpeculativeStats]:
-    """Greedy self-speculative decoding: prompt [B, T] -> ([B, T + n], stats); equal to `model.generate(...)` greedy.
+                              draft_vocab: torch.Tensor | None = None,
+                              sampling: Sampling | None = None) -> tuple[torch.Tensor, SpeculativeStats]:
+    """Self-speculative decoding: prompt [B, T] -> ([B, T + n], stats); equal to `model.generate(...)` greedy, or with
+    `sampling` to `rlib.layerskip.sampling.sampled_generate` with the same noise.
 
     exit_layer  E, the layers that draft (E = L drafts with the whole model: every draft is accepted)
     n_draft     d, drafts per round (0 = plain autoregressive decoding through this code path)
     reuse       "kvq" | "kv" | "none" (module docstring)
     draft_vocab token ids [V'] the drafts are restricted to (module docstring; default the whole vocabulary)
+    sampling    temperature and noise seed (module docstring; default greedy)
     """
     _check(model, input_ids, max_new_tokens, exit_layer)
     if reuse not in REUSE_MODES:
@@ -141,11 +155,13 @@ def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_t
     eos_ids = model.config.eos_ids if eos_ids is None else eos_ids
     eos = torch.tensor(eos_ids, dtype=torch.long, device=input_ids.device)
     fill = eos[0] if len(eos) else torch.tensor(0, device=input_ids.device)
-    propose = draft_head(model, draft_vocab)
+    seq, prompt_len = input_ids, input_ids.shape[1]
+    choose = TokenChooser(sampling, input_ids.shape[0], prompt_len + max_new_tokens, model.config.vocab_size,
+                          input_ids.device)
+    propose = draft_head(model, draft_vocab, choose)
     cache = model.new_cache()
     draft_cache = model.new_cache() if reuse == "none" else cache
     cached = draft_cached = 0  # committed tokens whose keys/values each cache holds (in every slot it uses)
-    seq, prompt_len = input_ids, input_ids.shape[1]
     finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     stats = SpeculativeStats()
     while seq.shape[1] - prompt_len < max_new_tokens and not bool(finished.all()):
@@ -158,7 +174,7 @@ def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_t
         for _ in range(min(n_draft, remaining - 1)):
             hidden = _run(model, early, model.embed_tokens(tokens), start, draft_cache)  # [B, t, D]: layer-E input
             exit_states.append(hidden)
-            draft = propose(hidden[:, -1:])  # [B, 1]
+            draft = propose(hidden[:, -1:], start + tokens.shape[1])  # [B, 1]
             drafts.append(draft)
             start, tokens = start + tokens.shape[1], draft
             if bool((torch.isin(draft[:, 0], eos) | finished).all()):
@@ -175,7 +191,7 @@ def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_t
             if reuse == "kv":
                 cache.crop(cached, early)  # forget the drafts' early-layer entries: they are recomputed below
             hidden = _run(model, range(n_layers), model.embed_tokens(verify_ids), cached, cache)
-        verified = model.head(hidden[:, pending.shape[1] - 1:]).argmax(-1)  # [B, n + 1]
+        verified = choose(model.head(hidden[:, pending.shape[1] - 1:]), seq.shape[1])  # [B, n + 1]
         agree = torch.cumprod((drafted == verified[:, :n_drafted]).long(), dim=1).sum(1)  # [B] accepted prefix
         accepted = int(agree[~finished].min()) if bool((~finished).any()) else n_drafted
         commit = torch.cat([drafted[:, :accepted], verified[:, accepted:accepted + 1]], dim=1)  # [B, k + 1]
@@ -199,19 +215,22 @@ def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_t
 
 @torch.no_grad()
 def early_exit_generate(model: Decoder, input_ids: torch.Tensor, max_new_tokens: int, exit_layer: int,
-                        eos_ids: tuple[int, ...] | None = None) -> torch.Tensor:
-    """Greedy decoding with the first E layers and the shared head only (Sec. 4.2): [B, T] -> [B, T + n]."""
+                        eos_ids: tuple[int, ...] | None = None, sampling: Sampling | None = None) -> torch.Tensor:
+    """Decoding with the first E layers and the shared head only (Sec. 4.2), greedy or with `sampling`:
+    [B, T] -> [B, T + n]."""
     _check(model, input_ids, max_new_tokens, exit_layer)
     eos_ids = model.config.eos_ids if eos_ids is None else eos_ids
     eos = torch.tensor(eos_ids, dtype=torch.long, device=input_ids.device)
     fill = eos[0] if len(eos) else torch.tensor(0, device=input_ids.device)
+    choose = TokenChooser(sampling, input_ids.shape[0], input_ids.shape[1] + max_new_tokens,
+                          model.config.vocab_size, input_ids.device)
     cache = model.new_cache()
     tokens, start, new = input_ids, 0, []
     finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     for _ in range(max_new_tokens):
         hidden = _run(model, range(exit_layer), model.embed_tokens(tokens), start, cache)
         start += tokens.shape[1]
-        token = torch.where(finished, fill, model.head(hidden[:, -1]).argmax(-1))  # [B]
+        token = torch.where(finished, fill, choose(model.head(hidden[:, -1:]), start)[:, 0])  # [B]
         new.append(token)
         finished |= torch.isin(token, eos)
         if bool(finished.all()):

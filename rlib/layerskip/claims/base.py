@@ -24,7 +24,7 @@ from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decoding import vocab_rows
 
 __all__ = ["GATE", "Z95", "Check", "Context", "Diagnosis", "Unmeasured", "Verdict", "ar_row", "diff_ci", "drafted",
-           "fmt_ci", "gate_fails", "one", "spec_rows"]
+           "decoded", "fmt_ci", "gate_fails", "one", "spec_rows"]
 
 GATE = 0.5  # distinct-2 of the greedy output at or above which a decoding claim counts (issue 25; threshold ours)
 Z95 = 1.959964  # two-sided 95 % normal quantile
@@ -122,8 +122,16 @@ def ar_row(decoding: pd.DataFrame, recipe: str) -> pd.Series:
     return one(decoding, f"the decoding table's {recipe} rows", recipe=recipe, method="autoregressive")
 
 
+def decoded(decoding: pd.DataFrame, article: str = "") -> str:
+    """What a decoding table's autoregressive rows produced: "greedy output", or "sampled output (T=...)" for a table
+    decoded by coupled sampling (`rlib.layerskip.sampling`); tables written before the column existed are greedy."""
+    temperature = float(decoding["temperature"].max()) if "temperature" in decoding else 0.0
+    kind = "greedy output" if temperature == 0 else f"sampled output (T={temperature:g})"
+    return f"{article} {kind}" if article else kind
+
+
 def gate_fails(decoding: pd.DataFrame, recipe: str) -> float | None:
-    """The recipe's greedy distinct-2 when it fails the gate, else None."""
+    """The recipe's distinct-2 (greedy or sampled output) when it fails the gate, else None."""
     value = float(ar_row(decoding, recipe)["distinct_2"])
     return value if value < GATE else None
 

@@ -5,7 +5,9 @@ cache reuse (Sec. 4.3.3, Table 6), speedups (Tables 2, 3, 4, 10) and transformer
 Four decoding studies, one table each (`rlib.layerskip.decode_study`): from scratch (`decoding`), continual
 pretraining (`decoding_continual`), code fine-tuning (`decoding_code`) and parsing (`decoding_parse`); "baseline" is
 the model trained without LayerSkip, "ld_ee" the LayerSkip model. A decoding claim about acceptance or speed counts
-only on greedy output that passes issue 25's gate (distinct-2 >= 0.5; exactness needs no gate).
+only on output that passes issue 25's gate (distinct-2 >= 0.5; exactness needs no gate). A study decoded by coupled
+sampling (column `temperature` > 0, `rlib.layerskip.sampling`, ours) is judged on its sampled output; its exactness
+check compares with autoregressive sampling under the same noise.
 `CHECKS` maps each claim id to its check (`rlib.layerskip.claims.judge` runs them).
 """
 
@@ -23,6 +25,7 @@ from rlib.layerskip.claims.base import (
     Unmeasured,
     Verdict,
     ar_row,
+    decoded,
     diff_ci,
     drafted,
     fmt_ci,
@@ -103,15 +106,15 @@ def exact(ctx: Context, study: DecodingStudy) -> Verdict:
     if rows.empty:
         raise Unmeasured(f"{study.table} has no self-speculative rows")
     same = rows["identical_to_greedy"].astype(bool)
-    measured = f"{int(same.sum())} of {len(rows)} decoder settings identical to greedy on every prompt"
+    measured = f"{int(same.sum())} of {len(rows)} decoder settings identical to {decoded(table, 'the')} on every prompt"
     if "score" in table:  # parsing: the generated parses' exact match, per model
         spec = table[table["method"] == "self_speculative"]
         scores = [f"{r}: {sorted(spec.loc[spec['recipe'] == r, 'score'].unique())} vs autoregressive "
                   f"{ar_row(table, r)['score']:.2f}" for r in dict.fromkeys(table["recipe"])]
         measured += "; self-speculative exact match " + ", ".join(scores)
     return Verdict(bool(same.all()), measured, lambda: (
-        "setup", f"{', '.join(rows.loc[~same, 'label'].astype(str))} differ from the greedy output: verification must "
-                 "keep exactly the greedy tokens, so a decoder path is wrong"))
+        "setup", f"{', '.join(rows.loc[~same, 'label'].astype(str))} differ from {decoded(table, 'the')}: "
+                 "verification must keep exactly its tokens, so a decoder path is wrong"))
 
 
 # --------------------------------------------------------------------------------------------------- acceptance
@@ -134,7 +137,7 @@ def _acceptance_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFram
     exits = sorted(set(rows["exit_layer"].astype(int)))
     loop = gate_fails(table, LS)
     if loop is not None:
-        first = (f"the LD+EE model's greedy output fails the gate (distinct-2 {loop:.2f} < {GATE}), so acceptance "
+        first = (f"the LD+EE model's {decoded(table)} fails the gate (distinct-2 {loop:.2f} < {GATE}), so acceptance "
                  "measures how easily an exit drafts a loop")
     else:
         open_ = [s for s in _rises(table) if s[4] <= 0]
@@ -153,7 +156,8 @@ def acceptance_rises(ctx: Context, study: DecodingStudy) -> Verdict:
     measured = "; ".join(f"d={d} E={a}->{b}: {fmt_ci(x, lo, hi)}" for d, a, b, x, lo, hi, _ in steps)
     distinct = float(ar_row(table, LS)["distinct_2"])
     held = gate_fails(table, LS) is None and all(s[4] > 0 for s in steps)
-    return Verdict(held, f"LD+EE acceptance difference [95 % interval]: {measured}; greedy distinct-2 {distinct:.2f}",
+    return Verdict(held, f"LD+EE acceptance difference [95 % interval]: {measured}; {decoded(table)} distinct-2 "
+                         f"{distinct:.2f}",
                    lambda: _acceptance_diagnosis(ctx, study, table))
 
 
@@ -170,7 +174,7 @@ def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float]) -> tuple[str,
     plain = spec_rows(table, PLAIN)["acceptance"]
     loop = gate_fails(table, PLAIN)
     if loop is not None:
-        return "budget", (f"the baseline's greedy output is a loop (distinct-2 {loop:.2f} < {GATE}) that any exit "
+        return "budget", (f"the baseline's {decoded(table)} is a loop (distinct-2 {loop:.2f} < {GATE}) that any exit "
                           f"drafts (acceptance {_span(plain)}); needs: the same comparison on gate-passing output")
     if best[PLAIN] > RECIPE_BOUND:
         return "disagrees with the paper", (f"the baseline model reaches {best[PLAIN]:.2f}x on gate-passing output "
@@ -186,7 +190,8 @@ def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Ve
     loops = {r: float(ar_row(table, r)["distinct_2"]) for r in (PLAIN, LS)}
     held = best[PLAIN] <= RECIPE_BOUND and best[PLAIN] < best[LS] and (not gate or loops[PLAIN] >= GATE)
     measured = (f"best speedup over (E, d): baseline {best[PLAIN]:.2f}x (acceptance "
-                f"{_span(spec_rows(table, PLAIN)['acceptance'], 3)}), LayerSkip {best[LS]:.2f}x; greedy distinct-2 "
+                f"{_span(spec_rows(table, PLAIN)['acceptance'], 3)}), LayerSkip {best[LS]:.2f}x; {decoded(table)} "
+                f"distinct-2 "
                 f"baseline {loops[PLAIN]:.2f}, LayerSkip {loops[LS]:.2f}")
     return Verdict(held, measured, lambda: _recipe_diagnosis(table, best))
 
@@ -248,7 +253,7 @@ def kvq_reuse(ctx: Context, study: DecodingStudy) -> Verdict:
                          f"vs {wide[c].mean():.2f} ms"
                          for c, s in savings.items())
     held = gate_fails(table, LS) is None and all((s >= TABLE6_SAVING).all() for s in savings.values())
-    return Verdict(held, f"{measured}; greedy distinct-2 {ar_row(table, LS)['distinct_2']:.2f}",
+    return Verdict(held, f"{measured}; {decoded(table)} distinct-2 {ar_row(table, LS)['distinct_2']:.2f}",
                    lambda: _reuse_diagnosis(ctx, study, table))
 
 
@@ -277,8 +282,8 @@ def _ceiling(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> str:
 def _speedup_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> tuple[str, str]:
     rows = spec_rows(table, LS)
     loop = gate_fails(table, LS)
-    gate = (f"the LD+EE model's greedy output fails the gate (distinct-2 {loop:.2f} < {GATE}): its speedup rests on a "
-            f"loop that {study.paper}'s real outputs do not have") if loop is not None else ""
+    gate = (f"the LD+EE model's {decoded(table)} fails the gate (distinct-2 {loop:.2f} < {GATE}): its speedup "
+            f"rests on a loop that {study.paper}'s real outputs do not have") if loop is not None else ""
     exits = sorted(set(rows["exit_layer"].astype(int)))
     return "budget", _join(gate, f"acceptance {_span(rows['acceptance'])} against {study.paper}'s {study.acceptance}",
                            _agreement(ctx, study, exits), _ceiling(ctx, study, table))
@@ -303,7 +308,8 @@ def speedup(ctx: Context, study: DecodingStudy) -> Verdict:
         per_exit = "; d=7: " + ", ".join(f"E={e} {got[e]:.2f}x (Table 10 {needed[e]:.2f}x)" for e in sorted(got))
     measured = (f"baseline autoregressive {plain_ms:.2f} ms over LD+EE self-speculation: best "
                 f"{paper_style.max():.2f}x at E={int(top['exit_layer'])}, d={int(top['n_draft'])} (acceptance "
-                f"{top['acceptance']:.2f}){per_exit}; same-model best {rows['speedup'].max():.2f}x; greedy distinct-2 "
+                f"{top['acceptance']:.2f}){per_exit}; same-model best {rows['speedup'].max():.2f}x; {decoded(table)} "
+                f"distinct-2 "
                 f"{ar_row(table, LS)['distinct_2']:.2f}; {study.paper}: {study.goal}x")
     return Verdict(bool(held), measured, lambda: _speedup_diagnosis(ctx, study, table))
 
@@ -316,7 +322,7 @@ def speedup_same_model(ctx: Context, study: DecodingStudy) -> Verdict:
     top = rows.loc[rows["speedup"].idxmax()]
     fluent = float(ar_row(table, LS)["distinct_2"])
     measured = (f"best {top['speedup']:.2f}x at E={int(top['exit_layer'])}, d={int(top['n_draft'])} (acceptance "
-                f"{top['acceptance']:.2f}, layer-count model {top['predicted_speedup']:.2f}x); greedy output "
+                f"{top['acceptance']:.2f}, layer-count model {top['predicted_speedup']:.2f}x); {decoded(table)} "
                 f"distinct-2 {fluent:.2f}")
     return Verdict(bool(top["speedup"] >= BOOK_GOAL and fluent >= GATE), measured,
                    lambda: _speedup_diagnosis(ctx, study, table))
@@ -430,9 +436,10 @@ def figure_generations(ctx: Context, table: str, models: tuple[str, ...]) -> Ver
         exact = int(rows["self_speculative_equals_greedy"].astype(bool).sum())
         shares = ", ".join(f"{w / n:.2f}" for w, n in zip(passing["wrong_tokens"], passing["new_tokens"]))
         gate = ", ".join(f"{v:.2f}" for v in rows["greedy_distinct_2"])
+        kind = decoded(rows).split(" output")[0]  # greedy, or sampled (T=...)
         parts.append(f"{model} (E = {int(rows['exit_layer'].iloc[0])}): {len(passing)} of {len(rows)} prompts pass "
-                     f"the gate (greedy distinct-2 {gate}); marked share per passing prompt [{shares}]; "
-                     f"self-speculation = greedy on {exact} of {len(rows)}")
+                     f"the gate ({kind} distinct-2 {gate}); marked share per passing prompt [{shares}]; "
+                     f"self-speculation = {kind.split(' ')[0]} decoding on {exact} of {len(rows)}")
         enough &= len(passing) >= FIGURE_PROMPTS
         clean.append((model, int((passing["wrong_tokens"] == 0).sum()), exact < len(rows)))
         held &= exact == len(rows) and len(passing) > 0 and bool((passing["wrong_tokens"] > 0).all())

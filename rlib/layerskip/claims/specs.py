@@ -25,7 +25,8 @@ def _pair(spec: ClaimSpec, book_test: str) -> tuple[ClaimSpec, ClaimSpec]:
     return spec, dataclasses.replace(spec, id=f"{spec.id}.ours", test=f"The book's own posing: {book_test}", ours=True)
 
 
-GATE = "on greedy output that passes the gate (distinct-2 >= 0.5, threshold ours, issue 25)"
+GATE = ("on output that passes the gate (distinct-2 >= 0.5, threshold ours, issue 25): greedy, or sampled where the "
+        "study decodes by coupled sampling (rlib.layerskip.sampling, ours)")
 
 # per decoding study: (table, scope in the book, the paper's words on exactness, acceptance, where)
 _DECODING = {
