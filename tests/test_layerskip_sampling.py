@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import pandas as pd
 import pytest
 import torch
 
@@ -109,3 +110,17 @@ def test_sampled_generation_examples_mark_tokens_against_the_full_models_sample(
     greedy, _ = generation_examples(model, lambda t: " ".join(map(str, t)), prompts, 1, 3, 10, label="m")
     assert (greedy["temperature"] == 0).all() and list(greedy["self_speculative_text"]) != \
         list(summary["self_speculative_text"])
+
+
+def test_decode_check_trains_decodes_and_judges_a_study_alone(tmp_path, monkeypatch, capsys):
+    from rlib import paths
+    from rlib.layerskip import decode_check
+
+    monkeypatch.setattr(paths, "RUNS", tmp_path)
+    assert decode_check.main(["--profile", "smoke", "--studies", "scratch"]) == 0
+    out = tmp_path / ".work" / "smoke" / "05_layerskip" / "decode_check"
+    decoding = pd.read_csv(out / "decoding.csv")
+    spec = decoding[decoding["method"] == "self_speculative"]
+    assert (decoding["temperature"] == 1.0).all() and len(spec) and spec["identical_to_greedy"].all()
+    claims = pd.read_csv(out / "claims.csv")
+    assert "ls.exact.scratch" in set(claims["id"]) and "ls.exact.scratch: held" in capsys.readouterr().out

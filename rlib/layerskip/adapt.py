@@ -112,11 +112,13 @@ def _key(run: AdaptRun, cfg: AdaptConfig) -> tuple:
     return study, shared
 
 
-def run_grid(cfg: AdaptConfig, work: Path, source: Decoder | None = None) -> list[dict[str, Any]]:
-    """Run (or load from `work/<run>/result.json`) every run of `adapt_runs(cfg)`, in that order."""
+def run_grid(cfg: AdaptConfig, work: Path, source: Decoder | None = None,
+             runs: list[AdaptRun] | None = None) -> list[dict[str, Any]]:
+    """Run (or load from `work/<run>/result.json`) every run of `runs` (default `adapt_runs(cfg)`), in that order."""
     source = source if source is not None else load_source(cfg)
     tokenizer = assets.load_tokenizer(cfg.model)
-    return run_grid_of(adapt_runs(cfg), work, lambda r, slot: run_one(r, cfg, source, tokenizer, slot),
+    runs = adapt_runs(cfg) if runs is None else runs
+    return run_grid_of(runs, work, lambda r, slot: run_one(r, cfg, source, tokenizer, slot),
                        context=lambda r: _key(r, cfg), modules=CODE_MODULES, desc="LayerSkip on the pretrained model")
 
 
