@@ -116,7 +116,8 @@ book.show_source(LayerSkipLoss.loss)
 #
 # Every recipe trains the same deep, narrow Llama-style model (untied head) on the same tokens and steps, here on
 # Python code (Fig. 11's held-out set is The Stack). The recipes that the claims read with a seed spread run with
-# every seed of the preset, the others with the first:
+# every seed of the preset, the others with the first. The cpu profile trains the baseline and LD+EE, the two models
+# the decoding tables need; cpu-long adds LD and EE alone, the ablations and three seeds:
 
 # %%
 results = experiments.run_grid(cfg, work)
@@ -195,9 +196,12 @@ if layerskip_models:
 # LD+EE (p_max 0.2, e_scale 1.0, the gradual curriculum) and reads every exit's exact match: plain fine-tuning's
 # early exits give 0 %, LayerSkip's layer 12 gives 77 % at a 3 % last-layer cost. TOPv2 cannot be fetched offline,
 # so `rlib.layerskip.parse_data` writes utterances of the same kind from templates, eight assistant intents with
-# slot values copied verbatim into a JSON parse:
+# slot values copied verbatim into a JSON parse. Its two fine-tunes alone take longer than the cpu profile's budget
+# for the whole chapter, so the cpu profile leaves this study to `cpu-long` (`pcfg.recipes` is empty there; every
+# cell below that needs its models says so and moves on):
 
 # %%
+print(config.left_out("the parsing study", profile, "05") if not pcfg.recipes else f"recipes: {pcfg.recipes}")
 tables.parse_examples(4, pcfg.seed)
 
 # %% [markdown]
@@ -209,11 +213,12 @@ tables.parse_examples(4, pcfg.seed)
 book.show_source(parse_study.exit_match_ids)
 
 # %%
-parse_results = parse_study.run_grid(pcfg, work / "parse", source=source)
-run.table(tables.runs_table(parse_results), "parse_runs");
-parse_exits = run.table(tables.parse_exits(parse_results), "parse_exits", floatfmt=".3f")
-run.figure(plots.plot_parse_exits(parse_exits, {r: tables.label(r) for r in pcfg.recipes},
-                                     "parsing: exact match at every exit of SmolLM2-135M"), "parse_exits");
+if pcfg.recipes:
+    parse_results = parse_study.run_grid(pcfg, work / "parse", source=source)
+    run.table(tables.runs_table(parse_results), "parse_runs")
+    parse_exits = run.table(tables.parse_exits(parse_results), "parse_exits", floatfmt=".3f")
+    run.figure(plots.plot_parse_exits(parse_exits, {r: tables.label(r) for r in pcfg.recipes},
+                                      "parsing: exact match at every exit of SmolLM2-135M"), "parse_exits")
 
 # %% [markdown]
 # ## Self-speculative decoding (Tables 2-6, 10)
@@ -284,10 +289,11 @@ run.html(generations.generations_html(*fig9), "generations_scratch");
 book.show_source(draft_head)
 
 # %%
-parse_decoding = run.table(decode_study.parse_decoding(pcfg, work / "parse"), "decoding_parse")
-run.table(tables.table_10(parse_decoding), "table_10", floatfmt=".3g");
-run.figure(plots.plot_self_speculation(parse_decoding, "ld_ee", "Parsing, LD+EE model: self-speculation vs "
-                                          "autoregressive, batch 1, CPU"), "self_speculation_parse");
+if pcfg.recipes:
+    parse_decoding = run.table(decode_study.parse_decoding(pcfg, work / "parse"), "decoding_parse")
+    run.table(tables.table_10(parse_decoding), "table_10", floatfmt=".3g")
+    run.figure(plots.plot_self_speculation(parse_decoding, "ld_ee", "Parsing, LD+EE model: self-speculation vs "
+                                           "autoregressive, batch 1, CPU"), "self_speculation_parse")
 
 # %% [markdown]
 # A second step beyond the paper, about the machine rather than the method. Every decoding step multiplies a handful
@@ -301,7 +307,8 @@ run.figure(plots.plot_self_speculation(parse_decoding, "ld_ee", "Parsing, LD+EE 
 book.show_source(decode_linear)
 
 # %%
-matmul = run.table(decode_study.parse_matmul_ablation(pcfg, work / "parse"), "decoding_matmul", floatfmt=".3g")
+if pcfg.recipes:
+    run.table(decode_study.parse_matmul_ablation(pcfg, work / "parse"), "decoding_matmul", floatfmt=".3g")
 
 # %% [markdown]
 # ### Why the paper's drafting reaches less here: a measured cost model
@@ -316,11 +323,14 @@ matmul = run.table(decode_study.parse_matmul_ablation(pcfg, work / "parse"), "de
 book.show_source(decode_costs.round_ms)
 
 # %%
-costs, predicted = decode_study.parse_costs(pcfg, work / "parse", parse_decoding)
-run.table(costs, "decoding_costs", floatfmt=".3g")
-run.table(tables.cost_table(predicted), "cost_model", floatfmt=".3g")
-run.figure(plots.plot_cost_model(predicted, costs, pcfg.decode_prompts, "Parsing, LD+EE model: measured vs "
-                                    "predicted speedup, and what acceptance would buy"), "cost_model_parse");
+if pcfg.recipes:
+    costs, predicted = decode_study.parse_costs(pcfg, work / "parse", parse_decoding)
+    run.table(costs, "decoding_costs", floatfmt=".3g")
+    run.table(tables.cost_table(predicted), "cost_model", floatfmt=".3g")
+    run.figure(plots.plot_cost_model(predicted, costs, pcfg.decode_prompts, "Parsing, LD+EE model: measured vs "
+                                     "predicted speedup, and what acceptance would buy"), "cost_model_parse")
+else:
+    print(config.left_out("the parsing study's decoding, fast_decoding ablation and cost model", profile, "05"))
 
 # %% [markdown]
 # ## On a GPU

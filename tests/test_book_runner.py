@@ -202,3 +202,24 @@ def test_report_and_promote(tmp_path, monkeypatch):
 def test_promote_refuses_an_incomplete_profile(tmp_path):
     out = book_cli(tmp_path, "promote", "--profile", "cpu")
     assert out.returncode == 2 and "no complete cpu run" in out.stderr
+
+
+def test_a_profile_may_skip_declared_artifacts_that_a_longer_profile_makes(tmp_path):
+    from rlib.book import manifest
+
+    def book(skip: str) -> Path:
+        path = tmp_path / "book.toml"
+        path.write_text('[book]\ntitle = "t"\n\n[[chapter]]\nid = "tiny"\nsource = "tests/fixtures/tiny_chapter.py"\n'
+                        f'tables = ["a", "b"]\nfigures = ["f"]\n{skip}\n')
+        return path
+
+    (chapter,) = manifest.load(book('skip.cpu = ["b", "f"]')).chapters
+    assert chapter.artifact_files("cpu") == ["metrics.json", "a.csv", "a.md"]
+    assert len(chapter.artifact_files("smoke")) == len(chapter.artifact_files()) == 7
+    assert chapter.skipped("cpu") == ("b", "f") and chapter.skipped("cpu-long") == ()
+    with pytest.raises(ConfigError, match=r"skips \['z'\] under 'cpu'"):
+        manifest.load(book('skip.cpu = ["z"]'))
+    with pytest.raises(ConfigError, match="nightly"):
+        manifest.load(book('skip.nightly = ["a"]'))
+    (real,) = [c for c in manifest.load().chapters if c.id == "05_layerskip"]
+    assert "parse_runs.csv" in real.artifact_files("cpu-long") and "parse_runs.csv" not in real.artifact_files("cpu")

@@ -26,10 +26,13 @@ def _source(vocab_size: int, n_layers: int = 4) -> Decoder:
 
 
 def test_presets_build_and_bad_settings_fail_early():
-    for profile in ("smoke", "cpu", "gpu"):
+    for profile in ("smoke", "cpu", "cpu-long", "gpu"):
         cfg = config.AdaptConfig.preset(profile)
         assert all(isinstance(s, config.Study) for s in cfg.studies)
-    cfg = config.AdaptConfig.preset("cpu")
+    short = config.AdaptConfig.preset("cpu")
+    assert [r.name for r in config.adapt_runs(short)] == ["source", "continual-baseline", "continual-ld_ee"]
+    cfg = config.AdaptConfig.preset("cpu-long")  # cpu's runs under the same keys, plus code fine-tuning
+    assert all(adapt._key(run, cfg) == adapt._key(run, short) for run in config.adapt_runs(short))
     assert cfg.exits(30) == (3, 6, 9, 12, 15, 18, 21, 24, 27, 30) and cfg.exits(8) == (3, 4, 6, 8)
     assert cfg.task_exits(30) == (6, 12, 15, 18, 24, 30)
     assert [r.name for r in config.adapt_runs(cfg)] == ["source", "continual-baseline", "continual-ld_ee",
@@ -53,7 +56,7 @@ def test_presets_build_and_bad_settings_fail_early():
 
 
 def test_recipes_wire_the_papers_settings_and_leave_the_source_alone():
-    cfg = config.AdaptConfig.preset("cpu")
+    cfg = config.AdaptConfig.preset("cpu-long")
     source = _source(64, n_layers=16)
     before = {k: v.clone() for k, v in source.state_dict().items()}
     seen = {}

@@ -50,8 +50,8 @@ def work_root(profile: str, chapter_id: str) -> Path:
     return paths.RUNS / ".work" / runs_profile(profile) / chapter_id
 
 
-def missing_artifacts(ch: Chapter, folder: Path) -> list[str]:
-    return [f for f in ch.artifact_files() if not (folder / f).is_file()]
+def missing_artifacts(ch: Chapter, folder: Path, profile: str | None = None) -> list[str]:
+    return [f for f in ch.artifact_files(profile) if not (folder / f).is_file()]
 
 
 def number(chapter_id: str) -> str:

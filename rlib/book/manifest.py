@@ -17,13 +17,19 @@ class Chapter:
     title: str
     tables: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
+    skip: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> artifacts its presets do not make
 
-    def artifact_files(self) -> list[str]:
-        """Every file the chapter must leave in its output folder."""
+    def artifact_files(self, profile: str | None = None) -> list[str]:
+        """Every file the chapter must leave in its output folder (under `profile`, less what it skips there)."""
+        left_out = set(self.skip.get(profile, ())) if profile else set()
         files = ["metrics.json"]
-        files += [f"{t}.{ext}" for t in self.tables for ext in ("csv", "md")]
-        files += [f"{f}.{ext}" for f in self.figures for ext in ("png", "svg")]
+        files += [f"{t}.{ext}" for t in self.tables if t not in left_out for ext in ("csv", "md")]
+        files += [f"{f}.{ext}" for f in self.figures if f not in left_out for ext in ("png", "svg")]
         return files
+
+    def skipped(self, profile: str) -> tuple[str, ...]:
+        """The artifacts `profile` does not make (its presets leave their studies to a longer profile)."""
+        return tuple(self.skip.get(profile, ()))
 
 
 @dataclass(frozen=True)
@@ -61,9 +67,16 @@ def load(path: Path = paths.BOOK_MANIFEST) -> Manifest:
             title=raw.get("title", raw["id"]),
             tables=tuple(raw.get("tables", ())),
             figures=tuple(raw.get("figures", ())),
+            skip={profile: tuple(names) for profile, names in raw.get("skip", {}).items()},
         )
         if not ch.source.exists():
             raise ConfigError(f"book.toml: chapter {ch.id!r} names {raw['source']}, which does not exist")
+        for profile, names in ch.skip.items():
+            get_profile(profile)
+            stray = [n for n in names if n not in ch.tables + ch.figures]
+            if stray:
+                raise ConfigError(f"book.toml: chapter {ch.id!r} skips {stray} under {profile!r}, which it does not "
+                                  "declare as tables or figures")
         chapters.append(ch)
     ids = [c.id for c in chapters]
     if len(set(ids)) != len(ids):

@@ -29,7 +29,7 @@ def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[
     root = profile_dir(profile)
     for ch in chapters:  # every chapter must be complete before anything is copied
         prov = root / ch.id / "provenance.json"
-        if not prov.exists() or missing_artifacts(ch, root / ch.id):
+        if not prov.exists() or missing_artifacts(ch, root / ch.id, profile):
             raise ConfigError(f"{ch.id} has no complete {profile} run in {root / ch.id}; "
                               f"run `{run_command(profile, ch.id)}` first")
     target = promoted_dir(profile)
@@ -41,14 +41,14 @@ def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[
         prov = json.loads((src / "provenance.json").read_text())
         shutil.rmtree(dst, ignore_errors=True)
         dst.mkdir(parents=True)
-        for f in ch.artifact_files():
+        for f in ch.artifact_files(profile):
             shutil.copy2(src / f, dst / f)
             copied.append(f"{ch.id}/{f}")
         index[ch.id] = {
             "profile": profile, "git": prov["git"], "key": prov["key"], "started": prov["started"],
             "wall_s": prov["wall_s"], "run_cache": prov.get("run_cache"), "parameters": prov["parameters"],
             "device": (prov.get("environment") or {}).get("device"),
-            "files": {f: sha256_file(dst / f) for f in ch.artifact_files()},
+            "files": {f: sha256_file(dst / f) for f in ch.artifact_files(profile)},
         }
     write_json(index_file, index)
     write_readme(manifest, index, target, profile)
@@ -89,7 +89,11 @@ def write_readme(manifest, index: dict, target, profile: str) -> None:
                      f"{meta['wall_s']:.0f} s on {device}{cache}\n")
         figures = [n for n in ch.figures if (target / ch.id / f"{n}.png").is_file()]
         tables = [n for n in ch.tables if (target / ch.id / f"{n}.md").is_file()]
-        missing = [f"`{n}`" for n in ch.figures if n not in figures] + [f"`{n}`" for n in ch.tables if n not in tables]
+        skipped = ch.skipped(meta["profile"])
+        missing = [f"`{n}`" for n in (*ch.figures, *ch.tables) if n not in figures + tables and n not in skipped]
+        if skipped:
+            names = ", ".join(f"`{n}`" for n in skipped)
+            parts.append(f"*Left to a longer profile (see its promoted folder): {names}.*\n")
         if missing:  # promoted before the chapter wrote them
             parts.append(f"*Not in this promoted run (it predates them; `{run_command(profile, ch.id)}` and "
                          f"promote write them): {', '.join(missing)}.*\n")

@@ -136,7 +136,7 @@ def is_up_to_date(item: Planned, profile: str) -> bool:
     except json.JSONDecodeError:
         return False
     return (info.get("key") == item.key and info.get("status") == "complete"
-            and not missing_artifacts(item.chapter, final))
+            and not missing_artifacts(item.chapter, final, profile))
 
 
 def recover(profile: str) -> None:
@@ -252,7 +252,7 @@ def execute(item: Planned, profile: str, kernel: str, cell_timeout_s: float | No
             keep_failed(staging, item, profile, None)
             raise
     wall = time.time() - started
-    missing = missing_artifacts(ch, staging)
+    missing = missing_artifacts(ch, staging, profile)
     if missing:
         failure = ChapterFailed(f"chapter {ch.id} ran but did not write its declared artifact(s) {missing}",
                                 f"make the chapter write them with run.table / run.figure, then "
@@ -382,7 +382,7 @@ def build_provenance(item: Planned, profile: str, out_nb: Path, folder: Path, st
         "run_cache": env.get("run_cache"),
         "cells": cells,
         "environment": env or None,
-        "artifacts": {f: sha256_file(folder / f) for f in item.chapter.artifact_files()},
+        "artifacts": {f: sha256_file(folder / f) for f in item.chapter.artifact_files(item.params.get("profile"))},
         "runner": {"argv": sys.argv, "python": sys.executable},
     }
 

@@ -33,7 +33,7 @@ from rlib.train import TrainConfig
 from rlib.vocab import ScratchText
 
 __all__ = ["DECODE_FIELDS", "RECIPES", "SOURCE", "AdaptConfig", "AdaptRun", "LayerSkipConfig", "LayerSkipRun",
-           "ParseConfig", "ParseRun", "Study", "adapt_runs", "sampling_of", "scratch_runs"]
+           "ParseConfig", "ParseRun", "Study", "adapt_runs", "left_out", "sampling_of", "scratch_runs"]
 
 
 RECIPES: dict[str, tuple[bool, bool, dict[str, str]]] = {
@@ -96,14 +96,15 @@ class LayerSkipConfig(Preset):
             precision="no", decode_exits=(2,), decode_drafts=(2,), decode_reuses=("kvq", "none"), decode_prompts=2,
             decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1, decode_temperature=1.0),
         # code, as Fig. 11's held-out set (The Stack): predictable enough for shallow exits to draft. Decoded by
-        # sampling at T = 1: greedily, these small models loop (distinct-2 0.11-0.13 in the 2026-11-24 run)
+        # sampling at T = 1: greedily, these small models loop (distinct-2 0.11-0.13 in the 2026-11-24 run). The cpu
+        # profile trains the two recipes the decoding tables need (about 7 min); cpu-long adds the rest below
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="python-stdlib", vocab_size=4096, d_model=128, n_heads=2,
             n_kv_heads=1, head_dim=64, d_ffn=384, n_layers=12, seq_len=128, steps=400, batch_size=16,
             micro_batch_size=16, lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
-            curriculum="rotational", rotation=0, recipes=tuple(RECIPES), seeds=(0, 1),
-            spread_recipes=("baseline", "ld", "ld_ee", "ld_const"), val_windows=32,
-            eval_windows=64, probe_points=6, precision="bf16", decode_exits=(2, 3, 6), decode_drafts=(2, 4),
+            curriculum="rotational", rotation=0, recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=(),
+            val_windows=32, eval_windows=64, probe_points=6, precision="bf16", decode_exits=(2, 3, 6),
+            decode_drafts=(2, 4),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=8, decode_prompt_len=32, decode_new_tokens=64,
             decode_repeats=2, decode_temperature=1.0),
         "gpu": dict(
@@ -116,6 +117,11 @@ class LayerSkipConfig(Preset):
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
             decode_repeats=3, decode_temperature=0.0),
     }
+    # cpu-long: cpu's two runs (read back from cpu's folders: a run is keyed on its own recipe and seed) plus LD and
+    # EE alone (Figs. 8, 11), the ablations (Fig. 12's constant dropout, the curricula) and seeds 1-2 of the recipes
+    # whose claims read a seed spread (the 2026-11-24 run's diagnoses asked for >= 3 seeds)
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "recipes": tuple(RECIPES), "seeds": (0, 1, 2),
+                           "spread_recipes": ("baseline", "ld", "ld_ee", "ld_const")}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "recipes", tuple(self.recipes))
@@ -197,6 +203,12 @@ def scratch_runs(cfg: LayerSkipConfig) -> list[LayerSkipRun]:
 
 
 SOURCE = "source"  # the pretrained model, not trained further (Table 1's baseline)
+
+
+def left_out(what: str, profile: str, chapter: str) -> str:
+    """The line a chapter prints where its profile leaves a study to a longer one."""
+    return (f"The {profile} profile leaves {what} to cpu-long: `python -m rlib.book run --profile cpu-long --only "
+            f"{chapter}` runs it (reading the {profile} runs back), and the book's ledger takes its rows from there.")
 
 
 def _check_temperature(temperature: float) -> None:
@@ -284,21 +296,20 @@ class AdaptConfig(Preset):
                           e_scale=0.2, curriculum="rotational", rotation=0),
                      dict(name="code", corpus="python-stdlib", steps=1, lr=3e-4, recipes=("ld_ee",), p_max=0.1,
                           e_scale=1.0, curriculum="rotational", rotation=0))),
-        # about 35 min on 2 cores: 4 runs of 512-token steps at 3-5 s a step, and 5 models read exit by exit. The
-        # task_items: every one of a task's 200 test items (issue 25 item 2: with 40 the 95 % interval of a difference
-        # of two exits' accuracies was +-19 points at 25 %, with 200 +-8.5). The
+        # about 30 min on 2 cores: 2 runs of 512-token steps at 3-5 s a step, and 3 models read exit by exit. The
+        # task_items: 100 of a task's 200 test items (issue 25 item 2): the 95 % interval of a difference of two
+        # exits' accuracies at 25 % is +-12 points (+-19 with 40, +-8.5 with 200, at 1.6 s an item per model). The
         # continual study decodes held-out poetry by sampling at T = 1 (greedily its LD+EE model looped: distinct-2
         # 0.38 in the 2026-11-24 run); the code study decodes HumanEval greedily (distinct-2 0.85), as Table 4
         "cpu": dict(
             model="smollm2-135m", seq_len=128, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=16,
-            exit_stride=3, tasks=EXIT_TASKS, task_items=200, decode_exits=(8, 15), decode_drafts=(2, 4),
+            exit_stride=3, tasks=EXIT_TASKS, task_items=100, decode_exits=(8, 15), decode_drafts=(2, 4),
             decode_reuses=("kvq",), decode_prompts=3, decode_prompt_len=32, decode_new_tokens=40, decode_repeats=1,
             decode_temperature=1.0, decode_sampled_studies=("continual",), probe_tokens=48,
             studies=(dict(name="continual", corpus="gutenberg-poetry", steps=160, lr=3e-4,
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
-                     dict(name="code", corpus="python-stdlib", steps=100, lr=3e-4, recipes=("baseline", "ld_ee"),
-                          p_max=0.1, e_scale=1.0, curriculum="rotational", rotation=16))),
+                     )),
         "gpu": dict(
             model="smollm2-135m", seq_len=512, batch_size=32, micro_batch_size=16, warmup_steps=50, precision="bf16",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=128,
@@ -311,6 +322,12 @@ class AdaptConfig(Preset):
                                                                                             "ld_ee"),
                           p_max=0.1, e_scale=1.0, curriculum="rotational", rotation=16))),
     }
+    # cpu-long: cpu's continual study (its runs read back: a run is keyed on its own study) plus code fine-tuning
+    # (Fig. 10a, Table 4's HumanEval decoding)
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "studies": (
+        *PRESETS["cpu"]["studies"],
+        dict(name="code", corpus="python-stdlib", steps=100, lr=3e-4, recipes=("baseline", "ld_ee"), p_max=0.1,
+             e_scale=1.0, curriculum="rotational", rotation=16))}
 
     def __post_init__(self) -> None:
         studies = tuple(s if isinstance(s, Study) else Study(**s) for s in self.studies)
@@ -401,7 +418,7 @@ class ParseConfig(Preset):
     """The parsing study per profile: data, training (shared by both recipes), reading and decoding."""
 
     model: str  # an embedded pretrained checkpoint
-    recipes: tuple[str, ...]  # from RECIPES; "baseline" is plain fine-tuning
+    recipes: tuple[str, ...]  # from RECIPES; "baseline" is plain fine-tuning; () = not run in this profile
     train_examples: int
     test_examples: int  # scored by teacher-forced EM at every read exit
     seq_len: int  # training windows pack whole examples one after another
@@ -433,9 +450,9 @@ class ParseConfig(Preset):
             e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=10, decode_exits=(10,), decode_drafts=(3,),
             decode_reuses=("kvq",), decode_prompts=1, decode_new_tokens=8, decode_repeats=1, decode_peers=False,
             decode_draft_vocab=True),
-        # about 45 min on 2 cores: two fine-tunes of 160 steps of 512 tokens, 0.9 epoch (LD+EE: every exit's loss
-        # from step 80), EM at 16 exits, decoding until EOS
-        "cpu": dict(
+        # cpu-long: about 60 min on 2 cores: two fine-tunes of 160 steps of 512 tokens, 0.9 epoch (LD+EE: every
+        # exit's loss from step 80; 35 min alone), EM at 16 exits, decoding until EOS
+        "cpu-long": dict(
             model="smollm2-135m", recipes=("baseline", "ld_ee"), train_examples=2000, test_examples=200,
             seq_len=128, steps=160, lr=3e-4, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
             seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=2,
@@ -448,13 +465,16 @@ class ParseConfig(Preset):
             exit_stride=1, decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"),
             decode_prompts=100, decode_new_tokens=50, decode_repeats=3, decode_peers=True, decode_draft_vocab=True),
     }
+    # cpu: no recipes, the study is left to cpu-long (it alone would take 1.5 times the chapter's 40-min budget)
+    PRESETS["cpu"] = {**PRESETS["cpu-long"], "recipes": ()}
 
     def __post_init__(self) -> None:
         for name in ("recipes", "decode_exits", "decode_drafts", "decode_reuses"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         unknown = [r for r in self.recipes if r not in RECIPES]
-        if unknown or not self.recipes or len(set(self.recipes)) != len(self.recipes):
-            raise ConfigError(f"recipes {list(self.recipes)} must name distinct entries of {list(RECIPES)}")
+        if unknown or len(set(self.recipes)) != len(self.recipes):
+            raise ConfigError(f"recipes {list(self.recipes)} must name distinct entries of {list(RECIPES)} (none: the "
+                              "profile leaves the parsing study out)")
         if min(self.train_examples, self.test_examples, self.steps, self.batch_size, self.exit_stride,
                self.decode_prompts, self.decode_new_tokens, self.decode_repeats) < 1 or self.lr <= 0:
             raise ConfigError("train_examples, test_examples, steps, batch_size, exit_stride, decode_prompts, "
