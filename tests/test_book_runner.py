@@ -223,3 +223,26 @@ def test_a_profile_may_skip_declared_artifacts_that_a_longer_profile_makes(tmp_p
         manifest.load(book('skip.nightly = ["a"]'))
     (real,) = [c for c in manifest.load().chapters if c.id == "05_layerskip"]
     assert "parse_runs.csv" in real.artifact_files("cpu-long") and "parse_runs.csv" not in real.artifact_files("cpu")
+
+
+def test_a_profile_runs_exactly_the_chapters_whose_presets_it_has():
+    """book.toml's `chapters` of a profile agree with the chapters' own presets (read from each notebook's
+    `<module>.<Class>.preset(profile)` calls), and naming another chapter is an error that says which it runs."""
+    import importlib
+    import re
+
+    from rlib.book import manifest
+
+    book = manifest.load()
+    for profile in ("smoke", "cpu", "cpu-long", "gpu"):
+        runs = {c.id for c in book.runs_in(profile)}
+        for chapter in book.chapters:
+            text = chapter.source.read_text()
+            classes = re.findall(r"config\.(\w+)\.preset\(profile\)", text)
+            package = re.search(r"from (rlib\.\w+) import \(?[\s\w,]*\bconfig\b", text).group(1)
+            module = importlib.import_module(f"{package}.config")
+            has = all(profile in getattr(module, name).PRESETS for name in classes)
+            assert classes and has == (chapter.id in runs), (profile, chapter.id)
+    with pytest.raises(ConfigError, match="has no cpu-long preset; the cpu-long profile runs 02_relaxed"):
+        book.select(["00"], "cpu-long")
+    assert [c.id for c in book.select(None, "cpu-long")] == ["02_relaxed_recursion", "05_layerskip"]

@@ -13,7 +13,7 @@ from tests.test_looping import ids
 
 
 def test_recipes_set_dropout_and_exit_loss_as_named():
-    cfg = config.LayerSkipConfig.preset("cpu")
+    cfg = config.LayerSkipConfig.preset("cpu-long")
     windows = ids(2, 8)
     seen = {}
     for recipe in config.RECIPES:
@@ -29,6 +29,9 @@ def test_recipes_set_dropout_and_exit_loss_as_named():
     names = [r.name for r in config.scratch_runs(cfg)]
     assert len(set(names)) == len(names) == len(config.RECIPES) + len(cfg.spread_recipes) * (len(cfg.seeds) - 1)
     assert {r.recipe for r in config.scratch_runs(cfg) if r.seed != cfg.seeds[0]} == set(cfg.spread_recipes)
+    short = config.LayerSkipConfig.preset("cpu")  # the decoding tables' two models, under cpu-long's keys
+    assert [r.name for r in config.scratch_runs(short)] == ["baseline-s0", "ld_ee-s0"]
+    assert short.training_key() == cfg.training_key()
 
 
 def test_a_built_run_trains(tmp_path):

@@ -79,6 +79,8 @@ def _minutes(seconds: float | None) -> str:
 
 def format_estimate(profile: str, rows: list[ChapterEstimate]) -> str:
     prof = get_profile(profile)
+    manifest = manifest_mod.load()
+    outside = [c.id for c in manifest.chapters if c not in manifest.runs_in(profile)]
     lines = [f"plan for the {profile} profile (chapter budget {prof.chapter_budget_s / 60:.0f} min, "
              f"book budget {prof.book_budget_s / 60:.0f} min)",
              f"{'chapter':28s} {'state':10s} {'expected':>10s} {'last':>10s}  cached runs  source"]
@@ -94,6 +96,8 @@ def format_estimate(profile: str, rows: list[ChapterEstimate]) -> str:
     if unknown:
         total += f" + unknown for {', '.join(unknown)} (never run in this profile)"
     lines.append(total)
+    if outside:
+        lines.append(f"not run in this profile (no {profile} preset): {', '.join(outside)}")
     lines.append("expected = 0 for an up-to-date chapter (skipped), else its last wall time; cached runs of a stale "
                  "chapter are read back, not retrained, so it takes less when they are still valid")
     return "\n".join(lines)

@@ -38,9 +38,23 @@ class Manifest:
     kernel: str
     chapters: tuple[Chapter, ...]
     profile_params: dict[str, dict] = field(default_factory=dict)
+    profile_chapters: dict[str, tuple[str, ...]] = field(default_factory=dict)  # profile -> the chapters it runs
 
-    def select(self, only: list[str] | None) -> list[Chapter]:
-        """Chapters matching `--only` items (a full id or its number prefix, e.g. `00`), in book order."""
+    def runs_in(self, profile: str | None) -> list[Chapter]:
+        """The chapters `profile` runs (all, unless its book.toml entry lists `chapters`: those with its presets)."""
+        listed = self.profile_chapters.get(profile) if profile else None
+        return [c for c in self.chapters if listed is None or c.id in listed]
+
+    def select(self, only: list[str] | None, profile: str | None = None) -> list[Chapter]:
+        """Chapters matching `--only` items (a full id or its number prefix, e.g. `00`), in book order; with
+        `profile`, only the chapters it runs (naming another one is an error that says which it runs)."""
+        if profile is not None:
+            runs = self.runs_in(profile)
+            outside = [c.id for c in self.select(only) if c not in runs]
+            if only and outside:
+                raise ConfigError(f"{', '.join(outside)} has no {profile} preset; the {profile} profile runs "
+                                  f"{', '.join(c.id for c in runs)}")
+            return [c for c in self.select(only) if c in runs]
         if not only:
             return list(self.chapters)
         chosen = []
@@ -82,7 +96,12 @@ def load(path: Path = paths.BOOK_MANIFEST) -> Manifest:
     if len(set(ids)) != len(ids):
         raise ConfigError(f"book.toml: duplicate chapter ids in {ids}")
     profiles = {name: dict(p.get("params", {})) for name, p in data.get("profile", {}).items()}
+    runs = {name: tuple(p["chapters"]) for name, p in data.get("profile", {}).items() if "chapters" in p}
     for name in profiles:
         get_profile(name)
+    for name, listed in runs.items():
+        stray = [c for c in listed if c not in ids]
+        if stray:
+            raise ConfigError(f"book.toml: profile {name!r} lists chapters {stray}, which the book does not have")
     book = data.get("book", {})
-    return Manifest(book.get("title", "book"), book.get("kernel", "python3"), tuple(chapters), profiles)
+    return Manifest(book.get("title", "book"), book.get("kernel", "python3"), tuple(chapters), profiles, runs)

@@ -25,7 +25,7 @@ from rlib.fsutil import atomic_path, sha256_file
 def promote(profile: str = MAIN_PROFILE, only: list[str] | None = None) -> list[str]:
     get_profile(profile)
     manifest = manifest_mod.load()
-    chapters = manifest.select(only)
+    chapters = manifest.select(only, profile)
     root = profile_dir(profile)
     for ch in chapters:  # every chapter must be complete before anything is copied
         prov = root / ch.id / "provenance.json"

@@ -76,7 +76,7 @@ class ChapterFailed(RuntimeError):
 
 def plan(manifest: Manifest, profile: str, only: list[str] | None, cli_params: list[str]) -> list[Planned]:
     get_profile(profile)
-    chapters = manifest.select(only)
+    chapters = manifest.select(only, profile)
     overrides = {**{k: ("value", v) for k, v in manifest.params_for(profile).items()},
                  **{k: ("text", v) for k, v in params_mod.split_assignments(cli_params).items()}}
     declared = {ch.id: params_mod.declared(ch.source) for ch in chapters}

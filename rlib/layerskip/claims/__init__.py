@@ -43,8 +43,11 @@ CHECKS: dict[str, Check] = {**training.CHECKS, **adapt.CHECKS, **parse.CHECKS,
 def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptConfig, pcfg: ParseConfig,
           profile: str) -> Ledger:
     """Every claim of `SPECS` judged from the chapter's tables; the ledger keeps SPECS' order."""
+    from rlib.book import manifest
+
     ledger = Ledger(CHAPTER, profile, SPECS)
-    context = Context(dict(tables), cfg, acfg, pcfg)
+    (chapter,) = [c for c in manifest.load().chapters if c.id == CHAPTER]
+    context = Context(dict(tables), cfg, acfg, pcfg, chapter.skipped(profile), profile)
     for spec in SPECS:
         if spec.id in NEEDS:
             ledger.not_measured(spec.id, NEEDS[spec.id])

@@ -63,9 +63,14 @@ class Context:
     cfg: LayerSkipConfig
     acfg: AdaptConfig
     pcfg: ParseConfig
+    left_out: tuple[str, ...] = ()  # the tables this profile leaves to a longer one (book.toml's skip.<profile>)
+    profile: str = ""
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in self.tables:
+            if name in self.left_out:
+                raise Unmeasured(f"the {self.profile} profile leaves {name!r} to cpu-long (`python -m rlib.book run "
+                                 "--profile cpu-long --only 05`)")
             writer = f" (written by {WRITERS[name]})" if name in WRITERS else ""
             raise Unmeasured(f"needs table {name!r}{writer}, which this run did not write")
         return self.tables[name]
