@@ -60,7 +60,8 @@ def _decoding_specs(study: str) -> tuple[ClaimSpec, ...]:
             f"Verification keeps the drafts up to the first disagreement plus the verifier's token, so "
             f"self-speculation emits the model's own greedy tokens 'without accuracy cost': {exact}.",
             f"{table}: identical_to_greedy True for every self-speculative row (every E, d, cache mode and drafting "
-            "head) and every transformers peer row (the book's old test, the paper's property).", table),
+            "head) and every transformers peer row (the book's old test, the paper's property); in a study decoded "
+            "by coupled sampling (ours), identical to autoregressive sampling with the same noise.", table),
         *_pair(_ls(f"ls.tab10.acceptance_rises_with_e.{study}", "Sec. 6.2, Table 5; Sec. 10.2.1, Table 10",
                    f"{_ACCEPTANCE_RISES}; {acceptance}.",
                    f"{table} (LD+EE, kvq, whole head): acceptance rises from each E to the next at every d, each "
@@ -69,8 +70,8 @@ def _decoding_specs(study: str) -> tuple[ClaimSpec, ...]:
                "interval)."),
         *_pair(_ls(f"ls.s8.recipe_required.{study}", "Sec. 8 (Limitations); Sec. 6.2", _RECIPE,
                    f"{table}: the baseline model's best self-speculative speedup over (E, d) <= 1.1x (threshold ours) "
-                   f"and below the LD+EE model's best, on the baseline's greedy output passing the gate (distinct-2 "
-                   ">= 0.5, threshold ours, issue 25).",
+                   f"and below the LD+EE model's best, on the baseline's output (greedy, or sampled where the study "
+                   "samples) passing the gate (distinct-2 >= 0.5, threshold ours, issue 25).",
                    table),
                f"{scope}: the baseline model gets little or no speedup from self-speculation (best <= 1.1x, and below "
                "LayerSkip's best); no gate."),
@@ -99,7 +100,7 @@ def _speedup(id: str, where: str, paper_says: str, study: str, goal: str) -> tup
             f"whole head; the paper's 'Autoregressive' rows use the baseline model) at the best (E, d) >= {goal}, "
             f"{GATE}; the same-model speedup reported.", table),
         f"{scope}: self-speculation vs autoregressive decoding of the same LayerSkip model, batch 1, >= 1.5x at the "
-        "best (E, d) (goal ours), on greedy output with distinct-2 >= 0.5.")
+        "best (E, d) (goal ours), on output (greedy, or sampled where the study samples) with distinct-2 >= 0.5.")
 
 
 _SCRATCH_3X = ("LD+EE's middle exit >= 3x lower perplexity than the baseline's and its last exit within 5 % "
