@@ -21,46 +21,42 @@ from tests.test_layerskip_tables import record, results
 FIGURES = Path(__file__).resolve().parents[1] / "figures" / "05_layerskip"
 H, N, M, T = "held", "not held", "not measured", "not testable at this scale"
 
-# The committed cpu tables' verdicts: the catalogue's verdict_now (/work/scratch/ledger/05_layerskip.py) for its 58
-# entries, and for the book's earlier claims (.ours, ls.ours.*, ls.exact.*) the verdicts of the claims.csv they
-# replace. Two catalogue entries read tables the committed run did not write (probe_curves, train_curves): they are
-# not measured here (catalogue and old claims.csv: not held).
+# The committed cpu tables' verdicts (the 2026-11-27 cpu run: the from-scratch baseline and LD+EE, decoded by coupled
+# sampling, and the continual study; code fine-tuning, the parsing study and the other from-scratch recipes are left to
+# cpu-long, so their claims are not measured here, each saying so).
 EXPECTED_CPU = {
     "ls.fig2.pretrained_layers_needed": H, "ls.ours.fig2_probe_after_layerskip": N,
     "ls.fig8.scratch_early_exits_better": H, "ls.fig8.scratch_early_exits_better.ours": N,
     "ls.fig8.scratch_last_exit_slight_drop": N, "ls.ours.teacher_forced_acceptance": H,
-    "ls.fig11.ee_prevents_ld_reduces": N, "ls.fig11.ee_prevents_ld_reduces.ours": N,
-    "ls.fig11.baseline_middle_rises": M, "ls.fig11.baseline_middle_rises.ours": M,
-    "ls.fig12.exp_vs_const_dropout": M, "ls.s412.all_layers_slows_training": H, "ls.s412.all_layers_hurts_last": N,
-    "ls.s412.all_layers_every_step.ours": N, "ls.concl.large_r_minimal_overhead": H,
-    "ls.concl.ld_training_speed": M, "ls.tab8.ld_needs_higher_lr": M,
-    "ls.tab1.continual_middle_ppl": H, "ls.tab1.continual_middle_ppl.ours": H, "ls.fig6.continual_every_early_exit": H,
-    "ls.tab1.continual_last_ppl": N, "ls.tab1.continual_last_ppl.ours": N, "ls.tab1.continual_middle_tasks": N,
-    "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": N,
+    "ls.fig11.ee_prevents_ld_reduces": M, "ls.fig11.ee_prevents_ld_reduces.ours": M,
+    "ls.fig11.baseline_middle_rises": M, "ls.fig11.baseline_middle_rises.ours": M, "ls.fig12.exp_vs_const_dropout": M,
+    "ls.s412.all_layers_slows_training": M, "ls.s412.all_layers_hurts_last": M,
+    "ls.s412.all_layers_every_step.ours": M, "ls.concl.large_r_minimal_overhead": M, "ls.concl.ld_training_speed": M,
+    "ls.tab8.ld_needs_higher_lr": M, "ls.tab1.continual_middle_ppl": H, "ls.tab1.continual_middle_ppl.ours": H,
+    "ls.fig6.continual_every_early_exit": H, "ls.tab1.continual_last_ppl": N, "ls.tab1.continual_last_ppl.ours": N,
+    "ls.tab1.continual_middle_tasks": N, "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": N,
     "ls.tab1.classification_vs_generation": N, "ls.new.last_exit_cost_vs_budget": M,
-    "ls.new.fig7_continual_generations": M, "ls.fig10a.code_middle_ppl": H, "ls.fig10a.code_middle_ppl.ours": H,
-    "ls.fig10a.code_middle_tasks": N, "ls.fig10a.code_middle_tasks.ours": N, "ls.fig10a.code_last": N,
-    "ls.fig10a.code_last.ours": N, "ls.fig10a.ld_ee_vs_variants": M,
-    "ls.fig10b.parse_middle_em": N, "ls.fig10b.parse_middle_em.ours": N, "ls.fig10b.parse_last_em": N,
-    "ls.fig10b.parse_last_em.ours": N, "ls.tab10.early_exit_em": N, "ls.tab10.early_exit_time": N,
-    "ls.exact.scratch": H, "ls.tab10.acceptance_rises_with_e.scratch": N,
-    "ls.tab10.acceptance_rises_with_e.scratch.ours": N, "ls.s8.recipe_required.scratch": N,
-    "ls.s8.recipe_required.scratch.ours": N,
-    "ls.exact.continual": H, "ls.tab10.acceptance_rises_with_e.continual": N,
-    "ls.tab10.acceptance_rises_with_e.continual.ours": H, "ls.s8.recipe_required.continual": H,
-    "ls.s8.recipe_required.continual.ours": H,
-    "ls.exact.code": H, "ls.tab10.acceptance_rises_with_e.code": H, "ls.tab10.acceptance_rises_with_e.code.ours": H,
-    "ls.s8.recipe_required.code": H, "ls.s8.recipe_required.code.ours": H,
-    "ls.exact.parse": H, "ls.tab10.acceptance_rises_with_e.parse": H, "ls.tab10.acceptance_rises_with_e.parse.ours": H,
-    "ls.s8.recipe_required.parse": H, "ls.s8.recipe_required.parse.ours": H, "ls.tab10.acceptance_levels.parse": N,
-    "ls.tab6.kvq_reuse.scratch": N, "ls.tab6.kvq_reuse.scratch.ours": H, "ls.ours.vs_transformers.scratch": H,
-    "ls.tab6.kvq_reuse.parse": N, "ls.tab6.kvq_reuse.parse.ours": H, "ls.ours.vs_transformers.parse": H,
+    "ls.new.fig7_continual_generations": H, "ls.fig10a.code_middle_ppl": M, "ls.fig10a.code_middle_ppl.ours": M,
+    "ls.fig10a.code_middle_tasks": M, "ls.fig10a.code_middle_tasks.ours": M, "ls.fig10a.code_last": M,
+    "ls.fig10a.code_last.ours": M, "ls.fig10a.ld_ee_vs_variants": M, "ls.fig10b.parse_middle_em": M,
+    "ls.fig10b.parse_middle_em.ours": M, "ls.fig10b.parse_last_em": M, "ls.fig10b.parse_last_em.ours": M,
+    "ls.tab10.early_exit_em": M, "ls.tab10.early_exit_time": N, "ls.exact.scratch": H,
+    "ls.tab10.acceptance_rises_with_e.scratch": N, "ls.tab10.acceptance_rises_with_e.scratch.ours": H,
+    "ls.s8.recipe_required.scratch": H, "ls.s8.recipe_required.scratch.ours": H, "ls.exact.continual": H,
+    "ls.tab10.acceptance_rises_with_e.continual": H, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
+    "ls.s8.recipe_required.continual": H, "ls.s8.recipe_required.continual.ours": H, "ls.exact.code": M,
+    "ls.tab10.acceptance_rises_with_e.code": M, "ls.tab10.acceptance_rises_with_e.code.ours": M,
+    "ls.s8.recipe_required.code": M, "ls.s8.recipe_required.code.ours": M, "ls.exact.parse": M,
+    "ls.tab10.acceptance_rises_with_e.parse": M, "ls.tab10.acceptance_rises_with_e.parse.ours": M,
+    "ls.s8.recipe_required.parse": M, "ls.s8.recipe_required.parse.ours": M, "ls.tab10.acceptance_levels.parse": M,
+    "ls.tab6.kvq_reuse.scratch": N, "ls.tab6.kvq_reuse.scratch.ours": H, "ls.ours.vs_transformers.scratch": M,
+    "ls.tab6.kvq_reuse.parse": M, "ls.tab6.kvq_reuse.parse.ours": M, "ls.ours.vs_transformers.parse": M,
     "ls.tab3.scratch_speedup": N, "ls.tab3.scratch_speedup.ours": N, "ls.tab2.continual_speedup": N,
-    "ls.tab2.continual_speedup.ours": N, "ls.tab4.code_speedup": N, "ls.tab4.code_speedup.ours": N,
-    "ls.tab10.parse_speedup": N, "ls.tab10.parse_speedup.ours": N,
-    "ls.new.tab2_generation_quality": M, "ls.new.fig9_scratch_generations": M, "ls.tab23.model_size_trends": T,
-    "ls.tab2.vs_draft_and_verify": M, "ls.ours.task_vocabulary_drafting": H, "ls.ours.fast_decoding": H,
-    "ls.ours.cost_model": H, "ls.ours.whole_head_cost": H,
+    "ls.tab2.continual_speedup.ours": N, "ls.tab4.code_speedup": M, "ls.tab4.code_speedup.ours": M,
+    "ls.tab10.parse_speedup": M, "ls.tab10.parse_speedup.ours": M, "ls.new.tab2_generation_quality": M,
+    "ls.new.fig9_scratch_generations": H, "ls.tab23.model_size_trends": T, "ls.tab2.vs_draft_and_verify": M,
+    "ls.ours.task_vocabulary_drafting": M, "ls.ours.fast_decoding": M, "ls.ours.cost_model": M,
+    "ls.ours.whole_head_cost": M,
 }
 
 
@@ -79,9 +75,10 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts():
     assert ledger["verdict"].to_dict() == EXPECTED_CPU
     not_held = ledger[ledger["verdict"] == N]
     assert not_held["evidence"].str.len().min() > 40
-    assert ledger.loc["ls.fig12.exp_vs_const_dropout", "measured"].startswith("needs table 'train_curves'")
-    # the suspected code-path gap between generated and teacher-forced exact match is named where EM is read
-    assert "P(<= 3 of 10 | 0.795) = 0.001" in ledger.loc["ls.fig10b.parse_last_em", "evidence"]
+    assert ledger.loc["ls.fig12.exp_vs_const_dropout", "measured"].startswith("train_curves has no ld run: the cpu "
+                                                                              "profile leaves it to cpu-long")
+    assert "n = 100" in ledger.loc["ls.tab1.continual_middle_tasks", "measured"]  # issue 25 item 2's item count
+    assert "identical to the sampled output (T=1)" in ledger.loc["ls.exact.scratch", "measured"]
 
 
 def test_specs_are_unique_placed_and_each_has_a_check():

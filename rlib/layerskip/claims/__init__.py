@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from rlib.book.claims import Ledger
-from rlib.config import ConfigError
+from rlib.config import PROFILES, ConfigError
 from rlib.layerskip.claims import adapt, costs, decoding, parse, training
 from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict
 from rlib.layerskip.claims.specs import NEEDS, SPECS
@@ -47,13 +47,23 @@ def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptC
 
     ledger = Ledger(CHAPTER, profile, SPECS)
     (chapter,) = [c for c in manifest.load().chapters if c.id == CHAPTER]
-    context = Context(dict(tables), cfg, acfg, pcfg, chapter.skipped(profile), profile)
+    context = Context(dict(tables), cfg, acfg, pcfg, chapter.skipped(profile), profile, _longer(cfg, acfg, profile))
     for spec in SPECS:
         if spec.id in NEEDS:
             ledger.not_measured(spec.id, NEEDS[spec.id])
         else:
             _judge_one(ledger, spec.id, context)
     return ledger
+
+
+def _longer(cfg: LayerSkipConfig, acfg: AdaptConfig, profile: str) -> tuple[str, ...]:
+    """The from-scratch recipes and pretrained-model studies that a profile extending `profile` adds to its presets."""
+    longer = [p.name for p in PROFILES.values() if p.runs_of == profile]
+    if not longer or longer[0] not in LayerSkipConfig.PRESETS:
+        return ()
+    wide, wide_adapt = LayerSkipConfig.preset(longer[0]), AdaptConfig.preset(longer[0])
+    return (tuple(r for r in wide.recipes if r not in cfg.recipes)
+            + tuple(s.name for s in wide_adapt.studies if s.name not in {t.name for t in acfg.studies}))
 
 
 TABLE_ERRORS = (KeyError, IndexError, ValueError, TypeError, ArithmeticError, ConfigError)  # tables without the rows,
@@ -64,10 +74,11 @@ def _judge_one(ledger: Ledger, claim_id: str, context: Context) -> None:
     try:
         verdict = CHECKS[claim_id](context)
     except Unmeasured as why:
-        ledger.not_measured(claim_id, str(why))
+        ledger.not_measured(claim_id, context.explain(str(why), claim_id))
         return
     except TABLE_ERRORS as error:
-        ledger.not_measured(claim_id, f"the tables lack what this claim reads ({type(error).__name__}: {error})")
+        ledger.not_measured(claim_id, context.explain(f"the tables lack what this claim reads "
+                                                      f"({type(error).__name__}: {error})", claim_id))
         return
     ledger.judge(claim_id, verdict.held, verdict.measured, _diagnose(verdict) if verdict.not_held else None)
 

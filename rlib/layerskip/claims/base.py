@@ -15,6 +15,7 @@ Decoding rows (`rlib.layerskip.decoding` tables): `spec_rows`, `ar_row`, `drafte
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -65,6 +66,17 @@ class Context:
     pcfg: ParseConfig
     left_out: tuple[str, ...] = ()  # the tables this profile leaves to a longer one (book.toml's skip.<profile>)
     profile: str = ""
+    longer: tuple[str, ...] = ()  # recipes and studies that only the longer profile (cpu-long) runs
+
+    def explain(self, why: str, claim_id: str = "") -> str:
+        """A not-measured reason, with where it is measured when it (or the claim's id) names a recipe or study that
+        only cpu-long runs."""
+        text = f"{why} {claim_id}".replace("_", " ")
+        if "to cpu-long" not in why and any(re.search(rf"(?<![A-Za-z0-9]){re.escape(name.replace('_', ' '))}(?![A-Za-z0-9])", text)
+               for name in self.longer):
+            return (f"{why}: the {self.profile} profile leaves it to cpu-long (`python -m rlib.book run --profile "
+                    "cpu-long --only 05`)")
+        return why
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in self.tables:

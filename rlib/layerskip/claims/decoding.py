@@ -350,7 +350,10 @@ def vs_transformers(ctx: Context, study: DecodingStudy) -> Verdict:
     peer = table[(table["method"] == "hf_early_exit") & (table["recipe"] == LS)].set_index(
         ["exit_layer", "n_draft"])["ms_per_token"]
     if peer.empty:
-        raise Unmeasured(f"{study.table} has no transformers assistant_early_exit rows")
+        sampled = "temperature" in table and bool((table["temperature"] > 0).any())
+        raise Unmeasured(f"{study.table} has no transformers assistant_early_exit rows" + (
+            " (a study decoded by coupled sampling leaves them out: transformers cannot share its noise)"
+            if sampled else ""))
     mine = spec_rows(table, LS).set_index(["exit_layer", "n_draft"])["ms_per_token"].reindex(peer.index)
     faster = int((mine < peer).sum())
     measured = (f"mean ms/token ours {mine.mean():.2f} vs transformers {peer.mean():.2f}, faster at {faster} of "
