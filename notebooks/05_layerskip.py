@@ -53,6 +53,7 @@ from rlib.layerskip import (
     generations,
     parse_study,
     plots,
+    sampling,
     tables,
 )
 from rlib.layerskip.speculative import draft_head, self_speculative_generate
@@ -233,16 +234,23 @@ if pcfg.recipes:
 book.show_source(self_speculative_generate)
 
 # %% [markdown]
-# The from-scratch models (baseline and LD+EE), with transformers alongside. Small models trained for minutes fall
-# into greedy loops (`distinct_2`, distinct bigrams over bigrams of the output, near 0): a loop is easy for any exit
-# to draft, so read their acceptance next to `distinct_2`, and `agree_last` above for real text:
+# The from-scratch models (baseline and LD+EE). Small models trained for minutes fall into greedy loops
+# (`distinct_2`, distinct bigrams over bigrams of the output, was 0.11-0.13 here), and a loop is easy for any exit to
+# draft, so its acceptance says nothing about the exit. The paper decodes greedily; here the profile's
+# `decode_temperature` samples instead, in a way self-speculation reproduces token for token (ours): every token is
+# the argmax of its logits / T plus Gumbel noise fixed for its position, for the drafts and the verifier alike. The
+# output is a true sample at temperature T, and `identical_to_greedy` then checks it against autoregressive sampling
+# with the same noise. transformers' decoders cannot share that noise, so they run with greedy studies only:
+
+# %%
+book.show_source(sampling.TokenChooser)
 
 # %%
 decoding = run.table(decode_study.scratch_decoding(cfg, work), "decoding")
 
 # %% [markdown]
-# SmolLM2 after each study, plain vs LD+EE: the code study decodes HumanEval prompts (Table 4's setting), the
-# continual study held-out text:
+# SmolLM2 after each study, plain vs LD+EE: the code study (cpu-long) decodes HumanEval prompts greedily (Table 4's
+# setting), the continual study held-out poetry, sampled (`decode_sampled_studies`: greedily it looped):
 
 # %%
 pretrained_decoding = {}
@@ -257,8 +265,9 @@ for study in acfg.studies:
 # The paper shows a few continuations by a model exiting early, with the wrong phrases in red, judged by hand
 # (Fig. 7: continual pretraining, 7B exiting at layer 20 of 32; Fig. 9: from scratch, layer 24 of 32), and states
 # that verifying with the remaining layers fixes them. Here the red tokens are chosen by a rule (ours): an early-exit
-# token is wrong where the full model, given the same prefix, would have chosen another. The exit is the chapter's
-# decoding exit nearest the figure's depth; the self-speculative line is checked to be the full model's greedy output.
+# token is wrong where the full model, given the same prefix (and, for a sampled study, the same noise), would have
+# chosen another. The exit is at the figure's relative depth; the self-speculative line is checked to be the full
+# model's own output (greedy, or its sample under the same noise).
 
 # %%
 continual = acfg.studies[0]
