@@ -27,9 +27,25 @@ PLOT_MODULES = ("rlib.plotting", "rlib.basemodels.plots", "rlib.recursive.plots"
 rng = np.random.default_rng(0)
 
 
+FIXTURES = paths.ROOT / "tests" / "fixtures" / "figures"  # tables a profile no longer promotes (chapter 05's parsing
+# study moved to cpu-long: the 2026-11-24 cpu run's tables)
+
+
 def csv(chapter: str, name: str) -> pd.DataFrame:
-    folder = next(paths.FIGURES.glob(f"{chapter}_*"))
-    return pd.read_csv(folder / f"{name}.csv")
+    for root in (paths.FIGURES, paths.FIGURES / "cpu-long", FIXTURES):
+        found = [f / f"{name}.csv" for f in root.glob(f"{chapter}_*") if (f / f"{name}.csv").is_file()]
+        if found:
+            return pd.read_csv(found[0])
+    raise FileNotFoundError(f"no {chapter}_*/{name}.csv under figures/, figures/cpu-long/ or {FIXTURES}")
+
+
+def _last_exit_budget() -> pd.DataFrame:
+    rows = [{"study": "continual", "factor": f, "tokens": 81920 * f, "recipe": r, "ppl_last": p, "ppl_middle": 1e3}
+            for f, plain, layerskip in ((1, 72.3, 94.8), (3, 60.1, 70.2)) for r, p in (("baseline", plain),
+                                                                                     ("ld_ee", layerskip))]
+    table = pd.DataFrame(rows)
+    plain = table[table["recipe"] == "baseline"].set_index("factor")["ppl_last"]
+    return table.assign(last_vs_plain=table["ppl_last"] / table["factor"].map(plain) - 1)
 
 
 # --------------------------------------------------------------------------- synthetic inputs of the real shapes
@@ -227,6 +243,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             _train_curves(), "Training loss: dropout schedules"),
         "rlib.layerskip.plots.plot_study_exits": lambda: p05.plot_study_exits(
             *_study_exits(), "Continual pretraining: every exit on every corpus and task"),
+        "rlib.layerskip.plots.plot_last_exit_budget": lambda: p05.plot_last_exit_budget(
+            _last_exit_budget(), {"baseline": "plain", "ld_ee": "LD+EE"}, "continual: last exit against the budget"),
         "rlib.layerskip.plots.plot_parse_exits": lambda: p05.plot_parse_exits(
             csv("05", "parse_exits"), {r: r for r in ("baseline", "ld", "ee", "ld_ee")}, "Parsing: exit by exit"),
         "rlib.layerskip.plots.plot_self_speculation": lambda: p05.plot_self_speculation(

@@ -27,8 +27,10 @@ from rlib.layerskip.decoding import predicted_speedup, vocab_rows
 from rlib.layerskip.tables import RECIPE_LABELS, best_whole_head
 from rlib.plotting import PALETTE, finish, new_figure, style
 
-__all__ = ["plot_cost_model", "plot_exit_curves", "plot_layer_grid", "plot_parse_exits", "plot_probe",
-           "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
+__all__ = ["plot_cost_model", "plot_exit_curves", "plot_last_exit_budget", "plot_layer_grid", "plot_parse_exits",
+           "plot_probe", "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
+
+PAPER_LAST_EXIT_COST = 0.005  # Table 1: LayerSkip Llama2 7B's last-layer perplexity +0.5 % after 52B tokens
 
 
 def _colours(recipes: list[str]) -> dict[str, tuple]:
@@ -73,6 +75,31 @@ def plot_train_loss(curves: pd.DataFrame, title: str, smooth: int = 10) -> Figur
         ax.plot(part["step"], part["loss"].rolling(smooth, min_periods=1).mean(), color=colours[recipe],
                 label=RECIPE_LABELS.get(recipe, recipe))
     return finish(fig, "training step", "training loss (last layer)", title, fontsize=8)
+
+
+def plot_last_exit_budget(table: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
+    """`table` from `rlib.layerskip.budget.budget_table`: left, every recipe's last-exit perplexity against the
+    training tokens; right, LD+EE's gap to plain training (%) with the paper's +0.5 % dotted."""
+    style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.4))
+    colours = _colours(list(labels))
+    for recipe, name in labels.items():
+        part = table[table["recipe"] == recipe].sort_values("tokens")
+        left.plot(part["tokens"], part["ppl_last"], marker="o", color=colours[recipe], label=name)
+    layerskip = table[table["recipe"] == "ld_ee"].sort_values("tokens")
+    right.plot(layerskip["tokens"], 100 * layerskip["last_vs_plain"], marker="o", color=colours.get("ld_ee", "C1"))
+    right.axhline(100 * PAPER_LAST_EXIT_COST, linestyle=":", color="0.4", label="paper, 52B tokens (+0.5 %)")
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens (log)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    left.set_ylabel("last-exit perplexity", fontsize=8)
+    right.set_ylabel("LD+EE vs plain, last exit (%)", fontsize=8)
+    left.legend(fontsize=7)
+    right.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def plot_study_exits(exits: pd.DataFrame, tasks: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:

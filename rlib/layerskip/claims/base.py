@@ -72,8 +72,8 @@ class Context:
         """A not-measured reason, with where it is measured when it (or the claim's id) names a recipe or study that
         only cpu-long runs."""
         text = f"{why} {claim_id}".replace("_", " ")
-        if "to cpu-long" not in why and any(re.search(rf"(?<![A-Za-z0-9]){re.escape(name.replace('_', ' '))}(?![A-Za-z0-9])", text)
-               for name in self.longer):
+        names = [re.escape(name.replace("_", " ")) for name in self.longer]
+        if "to cpu-long" not in why and any(re.search(rf"(?<![A-Za-z0-9]){n}(?![A-Za-z0-9])", text) for n in names):
             return (f"{why}: the {self.profile} profile leaves it to cpu-long (`python -m rlib.book run --profile "
                     "cpu-long --only 05`)")
         return why
