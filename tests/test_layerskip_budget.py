@@ -84,3 +84,17 @@ def test_the_last_exit_cost_diagnosis_reads_the_sweep():
     assert isinstance(gaps, pd.Series) and gaps.index.tolist() == [81920, 245760]
     assert gaps.round(6).tolist() == [0.3, 0.1]
     assert _budget_gaps(Context({}, context.cfg, acfg, context.pcfg), "continual") is None
+
+
+def test_the_figure_draws_without_a_plain_run():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rlib.layerskip.plots import plot_last_exit_budget
+
+    acfg = config.AdaptConfig.preset("cpu-long")
+    only = [r for r in _sweep((0.3, 0.1)) if r["recipe"] != "baseline"]
+    table = budget.budget_table(only, acfg, budget.BudgetConfig.preset("cpu-long"), 30)
+    assert table["last_vs_plain"].isna().all()
+    figure = plot_last_exit_budget(table, {"ld_ee": "LD+EE"}, "LD+EE only")
+    assert "no plain run" in "".join(t.get_text() for t in figure.axes[1].texts)

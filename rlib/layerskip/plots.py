@@ -86,11 +86,15 @@ def plot_last_exit_budget(table: pd.DataFrame, labels: dict[str, str], title: st
     for recipe, name in labels.items():
         part = table[table["recipe"] == recipe].sort_values("tokens")
         left.plot(part["tokens"], part["ppl_last"], marker="o", color=colours[recipe], label=name)
-    layerskip = table[table["recipe"] == "ld_ee"].sort_values("tokens")
+    layerskip = table[table["recipe"] == "ld_ee"].sort_values("tokens").dropna(subset=["last_vs_plain"])
     right.plot(layerskip["tokens"], 100 * layerskip["last_vs_plain"], marker="o", color=colours.get("ld_ee", "C1"))
     right.axhline(100 * PAPER_LAST_EXIT_COST, linestyle=":", color="0.4", label="paper, 52B tokens (+0.5 %)")
-    for ax in (left, right):
+    if layerskip.empty:  # no plain run to compare with (a profile that trains LD+EE only)
+        right.text(0.5, 0.5, "no plain run at these budgets", ha="center", va="center", transform=right.transAxes,
+                   fontsize=8)
+    for ax in (left, right) if len(layerskip) else (left,):
         ax.set_xscale("log")
+    for ax in (left, right):
         ax.set_xlabel("training tokens (log)", fontsize=8)
         ax.tick_params(labelsize=7)
     left.set_ylabel("last-exit perplexity", fontsize=8)
