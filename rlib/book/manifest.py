@@ -21,7 +21,7 @@ class Chapter:
 
     def artifact_files(self, profile: str | None = None) -> list[str]:
         """Every file the chapter must leave in its output folder (under `profile`, less what it skips there)."""
-        left_out = set(self.skip.get(profile, ())) if profile else set()
+        left_out = set(self.skipped(profile)) if profile else set()
         files = ["metrics.json"]
         files += [f"{t}.{ext}" for t in self.tables if t not in left_out for ext in ("csv", "md")]
         files += [f"{f}.{ext}" for f in self.figures if f not in left_out for ext in ("png", "svg")]
@@ -49,12 +49,12 @@ class Manifest:
         """Chapters matching `--only` items (a full id or its number prefix, e.g. `00`), in book order; with
         `profile`, only the chapters it runs (naming another one is an error that says which it runs)."""
         if profile is not None:
-            runs = self.runs_in(profile)
-            outside = [c.id for c in self.select(only) if c not in runs]
+            runs, chosen = self.runs_in(profile), self.select(only)
+            outside = [c.id for c in chosen if c not in runs]
             if only and outside:
                 raise ConfigError(f"{', '.join(outside)} has no {profile} preset; the {profile} profile runs "
                                   f"{', '.join(c.id for c in runs)}")
-            return [c for c in self.select(only) if c in runs]
+            return [c for c in chosen if c in runs]
         if not only:
             return list(self.chapters)
         chosen = []

@@ -25,7 +25,7 @@ from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decoding import vocab_rows
 
 __all__ = ["GATE", "Z95", "Check", "Context", "Diagnosis", "Unmeasured", "Verdict", "ar_row", "diff_ci", "drafted",
-           "decoded", "fmt_ci", "gate_fails", "one", "spec_rows"]
+           "decoded", "decoding_kind", "fmt_ci", "gate_fails", "one", "spec_rows"]
 
 GATE = 0.5  # distinct-2 of the greedy output at or above which a decoding claim counts (issue 25; threshold ours)
 Z95 = 1.959964  # two-sided 95 % normal quantile
@@ -74,15 +74,17 @@ class Context:
         text = f"{why} {claim_id}".replace("_", " ")
         names = [re.escape(name.replace("_", " ")) for name in self.longer]
         if "to cpu-long" not in why and any(re.search(rf"(?<![A-Za-z0-9]){n}(?![A-Za-z0-9])", text) for n in names):
-            return (f"{why}: the {self.profile} profile leaves it to cpu-long (`python -m rlib.book run --profile "
-                    "cpu-long --only 05`)")
+            return f"{why}: {self._left_to_longer('it')}"
         return why
+
+    def _left_to_longer(self, what: str) -> str:
+        return (f"the {self.profile} profile leaves {what} to cpu-long (`python -m rlib.book run --profile cpu-long "
+                "--only 05`)")
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in self.tables:
             if name in self.left_out:
-                raise Unmeasured(f"the {self.profile} profile leaves {name!r} to cpu-long (`python -m rlib.book run "
-                                 "--profile cpu-long --only 05`)")
+                raise Unmeasured(self._left_to_longer(repr(name)))
             writer = f" (written by {WRITERS[name]})" if name in WRITERS else ""
             raise Unmeasured(f"needs table {name!r}{writer}, which this run did not write")
         return self.tables[name]
@@ -139,10 +141,20 @@ def ar_row(decoding: pd.DataFrame, recipe: str) -> pd.Series:
     return one(decoding, f"the decoding table's {recipe} rows", recipe=recipe, method="autoregressive")
 
 
+def _temperature(decoding: pd.DataFrame) -> float:
+    """A decoding (or generations) table's sampling temperature: 0 = greedy, also for tables written before the
+    column existed."""
+    return float(decoding["temperature"].max()) if "temperature" in decoding else 0.0
+
+
+def decoding_kind(decoding: pd.DataFrame) -> str:
+    """"greedy" or "sampled" (coupled sampling, `rlib.layerskip.sampling`)."""
+    return "greedy" if _temperature(decoding) == 0 else "sampled"
+
+
 def decoded(decoding: pd.DataFrame, article: str = "") -> str:
-    """What a decoding table's autoregressive rows produced: "greedy output", or "sampled output (T=...)" for a table
-    decoded by coupled sampling (`rlib.layerskip.sampling`); tables written before the column existed are greedy."""
-    temperature = float(decoding["temperature"].max()) if "temperature" in decoding else 0.0
+    """What a decoding table's autoregressive rows produced: "greedy output", or "sampled output (T=...)"."""
+    temperature = _temperature(decoding)
     kind = "greedy output" if temperature == 0 else f"sampled output (T={temperature:g})"
     return f"{article} {kind}" if article else kind
 

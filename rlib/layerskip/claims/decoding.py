@@ -26,6 +26,7 @@ from rlib.layerskip.claims.base import (
     Verdict,
     ar_row,
     decoded,
+    decoding_kind,
     diff_ci,
     drafted,
     fmt_ci,
@@ -439,10 +440,10 @@ def figure_generations(ctx: Context, table: str, models: tuple[str, ...]) -> Ver
         exact = int(rows["self_speculative_equals_greedy"].astype(bool).sum())
         shares = ", ".join(f"{w / n:.2f}" for w, n in zip(passing["wrong_tokens"], passing["new_tokens"]))
         gate = ", ".join(f"{v:.2f}" for v in rows["greedy_distinct_2"])
-        kind = decoded(rows).split(" output")[0]  # greedy, or sampled (T=...)
+        kind = decoding_kind(rows)
         parts.append(f"{model} (E = {int(rows['exit_layer'].iloc[0])}): {len(passing)} of {len(rows)} prompts pass "
                      f"the gate ({kind} distinct-2 {gate}); marked share per passing prompt [{shares}]; "
-                     f"self-speculation = {kind.split(' ')[0]} decoding on {exact} of {len(rows)}")
+                     f"self-speculation = {kind} decoding on {exact} of {len(rows)}")
         enough &= len(passing) >= FIGURE_PROMPTS
         clean.append((model, int((passing["wrong_tokens"] == 0).sum()), exact < len(rows)))
         held &= exact == len(rows) and len(passing) > 0 and bool((passing["wrong_tokens"] > 0).all())
