@@ -30,7 +30,7 @@ COLUMNS = ("section", "metric", "value", "target", "note", "device", "date", "co
 CHAPTER_SECTIONS = {
     "02": (("lora", ""), ("end_to_end", "depth_batching")),
     "03": (("end_to_end", "mor_decode"),),
-    "04": (("prefill", ""),),
+    "04": (("prefill", ""), ("prefill_batch", "")),
     "05": (("end_to_end", "self_speculative"),),
 }
 

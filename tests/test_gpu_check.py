@@ -38,10 +38,12 @@ def test_dry_run_goes_end_to_end_without_the_packages_the_gpu_machine_lacks(tmp_
         assert f"{folder.name}/summary.md" in tar.getnames()
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["dry_run"] is True and meta["device_type"] == "cpu" and meta["triton_interpret"] == "1"
-    assert [s["section"] for s in meta["sections"]] == ["tests", "prefill", "lora", "end_to_end"]
+    assert [s["section"] for s in meta["sections"]] == ["tests", "prefill", "prefill_batch", "lora", "end_to_end"]
     assert all(s["status"] == "ok" for s in meta["sections"]), meta["sections"]
     summary = pd.read_csv(folder / "summary.csv")
-    assert set(summary["section"]) == {"tests", "prefill", "lora", "end_to_end"}
+    assert set(summary["section"]) == {"tests", "prefill", "prefill_batch", "lora", "end_to_end"}
+    batch = pd.read_csv(folder / "prefill_batch.csv")
+    assert list(batch["batch"]) == [1, 2] and batch["ms_per_layer"].notna().all()
     tests = pd.read_csv(folder / "tests.csv")
     assert len(tests) >= 3 and (tests["outcome"] == "passed").all()
     e2e = pd.read_csv(folder / "end_to_end.csv")
@@ -69,6 +71,98 @@ def test_bad_arguments_name_the_value():
         main(["--only", "nope"])
     with pytest.raises(SystemExit):
         main(["--commit", "not a sha"])
+
+
+def test_the_lent_machine_parts_cover_every_section_once_and_each_fits_one_command():
+    from benchmarks.gpu_check import sections
+    from benchmarks.gpu_check.runner import BUDGETS, LENT_SCALE, PARTS, main
+
+    parted = [s for part in PARTS.values() for s in part]
+    assert sorted(parted) == sorted(sections.SECTIONS) and len(parted) == len(set(parted))
+    assert set(BUDGETS) == set(sections.SECTIONS)
+    for part, names in PARTS.items():  # the lent machine stops a command at 600 s; leave room for start-up and writing
+        assert sum(BUDGETS[s] for s in names) * LENT_SCALE <= 540, (part, names)
+    assert sum(BUDGETS.values()) <= 20 * 60  # issue 26: <= 20 minutes on one H100
+    for bad in (["--part", "1", "--only", "tests"], ["--part", "3"]):
+        with pytest.raises(SystemExit):
+            main(bad)
+
+
+def test_table2_rows_read_flatness_and_graph_speedups():
+    from benchmarks.gpu_check.sections import PAPER_TABLE2
+    from benchmarks.gpu_check.summary import prefill_batch_rows
+
+    rows = []
+    for batch in (32, 64, 2048):
+        eager, graph = 300.0 + batch / 100, 30.0 + batch / 10
+        paper_eager, paper_graph = PAPER_TABLE2[batch]
+        rows += [{"batch": batch, "cuda_graph": False, "ms_per_layer": eager, "graph_speedup": float("nan"),
+                  "paper_ms_per_layer": paper_eager, "paper_graph_speedup": float("nan")},
+                 {"batch": batch, "cuda_graph": True, "ms_per_layer": graph, "graph_speedup": eager / graph,
+                  "paper_ms_per_layer": paper_graph, "paper_graph_speedup": paper_eager / paper_graph}]
+    out = pd.DataFrame(prefill_batch_rows(pd.DataFrame(rows)))
+    assert out["value"].iloc[0] == round(320.48 / 300.32, 3) and "1.066" in out["target"].iloc[0]
+    assert list(out["metric"].iloc[1:]) == ["CUDA graph speed-up over eager, B=32", "CUDA graph speed-up over eager, "
+                                            "B=2048"]
+    assert out["target"].iloc[1] == "paper Table 2: 7.1x" and out["target"].iloc[2] == "paper Table 2: 1.2x"
+
+
+def _tiny_carried(folder, temperature: float):
+    """What `carry.py` writes, for a tiny random model (the plumbing; the real one is chapter 05's trained model)."""
+    import torch
+    from transformers import LlamaConfig
+
+    from benchmarks.gpu_check.end_to_end import TINY
+    from rlib.model import Decoder, DecoderConfig, convert
+    from rlib.model.init import init_weights
+
+    model = init_weights(Decoder(DecoderConfig.from_hf(LlamaConfig(**TINY)).replace(eos_ids=())), seed=0)
+    convert.save(model, folder / "model")
+    torch.save(torch.randint(3, TINY["vocab_size"], (2, 8), generator=torch.Generator().manual_seed(0)),
+               folder / "prompts.pt")
+    meta = {"run": "ld_ee-s0", "profile": "smoke", "n_layers": TINY["num_hidden_layers"], "exits": [2, 3],
+            "drafts": [2], "temperature": temperature, "new_tokens": 6, "prompts": 2, "repeats": 1}
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_carried_trained_model_is_decoded_as_chapter_05_does_and_exactly(tmp_path, temperature):
+    from benchmarks.gpu_check import end_to_end
+    from benchmarks.gpu_check.runner import Context
+    from benchmarks.gpu_check.summary import end_to_end_rows
+
+    _tiny_carried(tmp_path, temperature)
+    ctx = Context("cpu", False, 60, tmp_path)
+    assert end_to_end.carried_layerskip(ctx, tmp_path / "absent") is None
+    rows = pd.DataFrame(end_to_end.self_speculative_trained(ctx, end_to_end.carried_layerskip(ctx, tmp_path)))
+    assert list(rows["model"]) == ["autoregressive", "self_speculative E=2 d=2 kvq", "self_speculative E=3 d=2 kvq"]
+    assert (rows["study"] == "self_speculative_trained").all() and rows["weights"].str.contains("trained").all()
+    assert not rows["note"].str.contains("DIFFERS").any()  # the same tokens as autoregressive decoding (same noise)
+    assert rows["headline"].sum() == 2  # the autoregressive row and the best setting
+    assert rows["acceptance"].iloc[1:].between(0, 1).all()
+    headline = end_to_end_rows(rows)
+    assert len(headline) == 1 and headline[0]["metric"].startswith("self_speculative_trained: ")
+    assert headline[0]["metric"].endswith("/ autoregressive")
+
+
+def test_carry_exports_chapter_05s_model_or_says_how_to_train_it(tmp_path, monkeypatch):
+    from benchmarks.gpu_check import carry
+    from rlib import experiments
+
+    monkeypatch.setattr(experiments, "work_dir", lambda profile, chapter: tmp_path / "work" / chapter)
+    with pytest.raises(SystemExit, match="run chapter 05 first"):
+        carry.export_layerskip("smoke", tmp_path / "carry")
+    assert not (tmp_path / "carry" / carry.LAYERSKIP).exists()
+    (tmp_path / "work" / "05_layerskip" / "ld_ee-s0").mkdir(parents=True)
+    _tiny_carried(tmp_path / "work" / "05_layerskip" / "ld_ee-s0", 1.0)
+    target = carry.export_layerskip("smoke", tmp_path / "carry")
+    meta = json.loads((target / "meta.json").read_text())
+    assert meta["run"] == "ld_ee-s0" and meta["profile"] == "smoke" and meta["exits"]
+    import torch
+
+    prompts = torch.load(target / "prompts.pt")
+    assert prompts.shape == (meta["prompts"], meta["prompt_len"])
+    assert (target / "model" / "decoder.json").exists() and not list((tmp_path / "carry").glob(".*partial"))
 
 
 def test_folder_names_are_device_date_commit():

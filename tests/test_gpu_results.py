@@ -46,8 +46,9 @@ def test_the_newest_complete_gpu_run_is_read_with_its_device_date_and_commit(tmp
     make_run(tmp_path, "cpu-2026-12-09-3333333", device_type="cpu", dry_run=True, date="2026-12-09", value=5063.0)
     run = gpu_results.latest_run(tmp_path)
     assert run.commit == "2222222" and run.label == "NVIDIA H100 80GB HBM3, 2026-12-05, commit 2222222"
-    table = gpu_results.chapter_table("04", tmp_path)
-    assert list(table["value"]) == [39.0] and set(table["commit"]) == {"2222222"}
+    table = gpu_results.chapter_table("04", tmp_path).set_index("section")
+    assert table.loc["prefill", "value"] == 39.0 and table.loc["prefill", "commit"] == "2222222"
+    assert table.loc["prefill_batch", "metric"] == f"prefill_batch: {gpu_results.NOT_MEASURED}"  # Table 2 not run
     chapter_05 = gpu_results.chapter_table("05", tmp_path)
     assert list(chapter_05["value"]) == [1.4]
     chapter_03 = gpu_results.chapter_table("03", tmp_path)  # this run has no MoR row: said so, not left blank
@@ -64,7 +65,8 @@ def test_a_check_of_some_sections_alone_leaves_the_others_newest_numbers(tmp_pat
     newer = make_run(tmp_path, "nvidia-h100-2026-12-05-2222222", date="2026-12-05", value=39.0, sections=("prefill",))
     pd.DataFrame([{"n": 512, "mode": "naive", "seconds": 0.4}]).to_csv(newer / "prefill.csv", index=False)
     assert gpu_results.latest_run(tmp_path).commit == "2222222"
-    assert list(gpu_results.chapter_table("04", tmp_path)["commit"]) == ["2222222"]
+    chapter_04 = gpu_results.chapter_table("04", tmp_path)
+    assert list(chapter_04.loc[chapter_04["section"] == "prefill", "commit"]) == ["2222222"]
     chapter_05 = gpu_results.chapter_table("05", tmp_path)  # the newer run did not measure it: the older one's row
     assert list(chapter_05["value"]) == [1.4] and list(chapter_05["commit"]) == ["1111111"]
     assert gpu_results.section_table("prefill", tmp_path)["commit"].iloc[0] == "2222222"

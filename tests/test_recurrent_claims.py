@@ -203,6 +203,32 @@ def test_latency_growth_reads_the_gpu_prefill_table_when_measured():
     assert _verdict({**cpu, "gpu_prefill": unmeasured}, "rt.fig4.latency_growth") == "not measured"
 
 
+def _gpu_prefill_batch(scale_eager_2048: float = 1.0, drop: int | None = None) -> pd.DataFrame:
+    """make gpu-check's prefill_batch table holding the paper's own Table 2 numbers (optionally one eager row scaled,
+    one batch left out)."""
+    rows = []
+    for batch, (eager, graph) in claims.TABLE2_MS.items():
+        if batch == drop:
+            continue
+        eager *= scale_eager_2048 if batch == 2048 else 1.0
+        base = {"batch": batch, "n": 512, "device": "NVIDIA H100", "date": "2026-12-01", "commit": "abc1234"}
+        rows += [{**base, "cuda_graph": False, "ms_per_layer": eager, "graph_speedup": float("nan")},
+                 {**base, "cuda_graph": True, "ms_per_layer": graph, "graph_speedup": eager / graph}]
+    return pd.DataFrame(rows)
+
+
+def test_table2_rule_passes_the_papers_own_numbers_and_flips_on_each_reading():
+    claim = "rt.table2.cuda_graphs"
+    assert _verdict({"gpu_prefill_batch": _gpu_prefill_batch()}, claim) == "held"  # 1.066 flat, 3.393x at B 512
+    judged = _judge({"gpu_prefill_batch": _gpu_prefill_batch(1.2)})  # eager 352 ms at B 2048: not flat
+    assert judged.loc[claim, "verdict"] == "not held" and "varies 1.28x" in judged.loc[claim, "evidence"]
+    assert "B 512: 3.4x" in judged.loc[claim, "measured"]
+    assert _verdict({"gpu_prefill_batch": _gpu_prefill_batch(drop=1024)}, claim) == "not measured"
+    unmeasured = pd.DataFrame([{"note": "prefill_batch: not measured on a GPU", "device": "", "date": "",
+                                "commit": ""}])
+    assert _verdict({"gpu_prefill_batch": unmeasured}, claim) == "not measured"
+
+
 def _task_tables(noisy_rt_seed1: float, seeds: int = 2) -> dict[str, pd.DataFrame]:
     """Recall tasks with per-seed rows; the noisy-recall RT sequence accuracy of seed 1 is the number to move."""
     per_seed = []

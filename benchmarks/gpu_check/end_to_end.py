@@ -6,11 +6,18 @@
     mor_decode       the same engine on chapter 03's vanilla and MoR (expert-choice) / Recursive models (MoR Fig. 4a)
     self_speculative LayerSkip's self-speculative decoding vs plain autoregressive greedy decoding on SmolLM2-135M
                      (Sec. 4.3), with the acceptance rate it ran at
+    self_speculative_trained
+                     the same on chapter 05's trained from-scratch LD+EE model where `gpu_carry/` brings it
+                     (`python -m benchmarks.gpu_check.carry`): the chapter's exits, drafts, prompts and temperature,
+                     decoded by the chapter's own `benchmark_decoding` and checked exact against its autoregressive
+                     decoding with the same noise
 
 Weights: the embedded assets when `rlib.assets` finds them (this machine, after `make assets`); otherwise (the lent
 GPU machine, which has no copy of them) the same architecture with random weights, said in the `weights` column.
 Random weights leave the depth-batching and MoR decode costs as they are (no early exit, capacity-based routing) but
-make self-speculative acceptance meaningless: its ratio is then the cost of drafting, not a speedup.
+make self-speculative acceptance meaningless: its ratio is then the cost of drafting, not a speedup; the carried trained
+model gives the real acceptance (a 6-layer model of 14 MB: on a GPU its decoding is bound by kernel launches, so its
+speedup measures the layers skipped, not the FLOPs).
 """
 
 from __future__ import annotations
@@ -148,6 +155,54 @@ def self_speculative(ctx: Context, model, weights: str) -> list[dict]:
              "note": "" if same else "OUTPUT DIFFERS from greedy decoding"}]
 
 
+def carried_layerskip(ctx: Context, folder=None):
+    """(model, prompts [P, T], meta) of chapter 05's LD+EE model where `gpu_carry/` holds it (`carry.py`), else None.
+    fp32: the batched verify and the one-token step then round alike, so exactness is the algorithm's."""
+    import json
+
+    import torch
+
+    from benchmarks.gpu_check.carry import CARRY_DIR, LAYERSKIP
+    from rlib.model import convert
+
+    if folder is None:
+        if ctx.dry_run:
+            return None
+        folder = CARRY_DIR / LAYERSKIP
+    if not (folder / "meta.json").exists():
+        return None
+    meta = json.loads((folder / "meta.json").read_text())
+    model = convert.load(folder / "model").to(ctx.device, torch.float32).eval()
+    return model, torch.load(folder / "prompts.pt").to(ctx.device), meta
+
+
+def self_speculative_trained(ctx: Context, carried) -> list[dict]:
+    """Chapter 05's decoding table on the carried model: one row per self-speculative (E, d), the best one in the
+    headline (the others in the table)."""
+    from rlib.layerskip.config import sampling_of
+    from rlib.layerskip.decoding import benchmark_decoding, decode_cases
+
+    model, prompts, meta = carried
+    cases = [c for c in decode_cases(tuple(meta["exits"]), tuple(meta["drafts"]), ("kvq",), peers=False)
+             if c.method != "early_exit"]
+    table = benchmark_decoding(model, [p[None] for p in prompts], cases, meta["new_tokens"], meta["repeats"],
+                               desc="self-speculative (trained)", sampling=sampling_of(meta["temperature"]))
+    weights = (f"trained: chapter 05 {meta['run']} ({meta['profile']} profile, {meta['n_layers']} layers, fp32), "
+               f"{meta['prompts']} held-out prompts, T={meta['temperature']:g}")
+    spec = table[table["method"] == "self_speculative"]
+    best = spec["speedup"].idxmax()
+    rows = []
+    for index, r in table.iterrows():
+        plain = r["method"] == "autoregressive"
+        rows.append({"study": "self_speculative_trained", "model": "autoregressive" if plain else r["label"],
+                     "weights": weights, "seconds": r["ms_per_token"] * r["new_tokens"] / 1e3,
+                     "tokens_per_s": 1e3 / r["ms_per_token"], "ratio_to_vanilla": r["speedup"],
+                     "acceptance": r["acceptance"], "tokens_per_round": r["tokens_per_round"],
+                     "headline": plain or index == best, "distinct_2": r["distinct_2"],
+                     "note": "" if plain or r["identical_to_greedy"] else "OUTPUT DIFFERS from autoregressive"})
+    return rows
+
+
 class StudyStopped(BaseException):
     """Raised inside a study that runs past the section's time cap (SIGALRM), so the finished studies are kept (a
     BaseException, so that no `except Exception` inside a study swallows it)."""
@@ -173,9 +228,13 @@ def section(ctx: Context) -> dict[str, pd.DataFrame]:
     alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGALRM, _stop) if alarm else None
     try:
-        for name, study in (("depth_batching", lambda: depth_batching(ctx, source, weights, dtype)),
-                            ("self_speculative", lambda: self_speculative(ctx, source.to(dtype), weights)),
-                            ("mor_decode", lambda: mor_decode(ctx, dtype))):
+        carried = carried_layerskip(ctx)
+        studies = [("depth_batching", lambda: depth_batching(ctx, source, weights, dtype)),
+                   ("self_speculative", lambda: self_speculative(ctx, source.to(dtype), weights)),
+                   ("mor_decode", lambda: mor_decode(ctx, dtype))]
+        if carried is not None:  # before the random-weight row: it is the one that measures a speedup
+            studies.insert(1, ("self_speculative_trained", lambda: self_speculative_trained(ctx, carried)))
+        for name, study in studies:
             if ctx.time_left() <= 0:
                 rows.append({"study": name, "note": "skipped: section time cap"})
                 continue

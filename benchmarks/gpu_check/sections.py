@@ -5,6 +5,10 @@
     prefill      one RT layer at the paper's Table 2 shape (B = 32, D = 1024, 16 heads, bf16), N = 512 ... 8192:
                  naive loop, PyTorch tiles, Triton tiles (and the Transformer layer), eager and from one CUDA graph;
                  then the tile updates alone against the measured copy bandwidth and the device's nominal one
+    prefill_batch
+                 RT Table 2 itself: the Triton-tiled layer at N = 512 (the paper's N is not stated; 512 is where its
+                 B = 32 row sits in `prefill`), D = 1024, 16 heads, B = 32 ... 2048, eager and from one CUDA graph,
+                 beside the paper's ms per layer
     lora         the depth-indexed LoRA batch (Triton) vs the base GEMM alone vs a per-depth loop of PyTorch matmuls
                  vs the paper's merged LoRA, batch 1 ... 256, rank 8 ... 64, d 576 and 4096, launched eagerly and
                  (on a GPU) each captured in a CUDA graph
@@ -27,6 +31,9 @@ from benchmarks.gpu_check import end_to_end
 from benchmarks.gpu_check.runner import ROOT, Context
 
 PAPER_TABLE2_MS = 38.85  # RT paper, Table 2: ms per layer at B = 32 with CUDA graphs, H100 (N likely 512)
+# RT paper, Table 2 (Sec. 6.2): batch size -> (ms per layer without CUDA graphs, with them), H100, D 1024, 16 heads
+PAPER_TABLE2 = {32: (277.08, 38.85), 64: (279.23, 42.28), 128: (279.42, 48.95), 256: (276.05, 61.39),
+                512: (277.33, 81.73), 1024: (275.49, 134.09), 2048: (293.70, 240.83)}
 # nominal memory bandwidth, TB/s (vendor data sheets), matched by substring of the lower-cased device name
 NOMINAL_TBPS = {"h100 80gb hbm3": 3.35, "h100 pcie": 2.0, "h100 nvl": 3.9, "h200": 4.8, "a100-sxm4-80gb": 2.039,
                 "a100-sxm4-40gb": 1.555, "a100 80gb pcie": 1.935}
@@ -90,7 +97,7 @@ def tests(ctx: Context) -> dict[str, pd.DataFrame]:
     return {"": table}
 
 
-def _predicted(history: dict, key: tuple, n: int, exponent: float) -> float:
+def _predicted(history: dict, key, n: int, exponent: float) -> float:
     """Wall seconds the next case would take (warm-up, capture and repeats), from the last case of the same kind at a
     smaller N."""
     if key not in history:
@@ -106,11 +113,37 @@ def _fits(nbytes: int, device: str) -> bool:
     return device != "cuda" or nbytes < torch.cuda.mem_get_info()[0] / 2
 
 
+def _time_case(ctx: Context, row: dict, history: dict, key, size: int, need: float, too_big: str,
+               layer_args: tuple, label: str) -> dict:
+    """`row` with its "seconds" from `rlib.recurrent.latency.time_layer(*layer_args)`, unless the predicted `need`
+    seconds overrun the section's cap or `too_big` says why the case does not fit (its note then says so); records
+    the case's wall time under `key` for the next prediction and logs it."""
+    import torch
+
+    from rlib.recurrent.latency import time_layer
+
+    if need > ctx.time_left():
+        row["note"] = f"skipped: would take ~{need:.0f} s, {max(0, ctx.time_left()):.0f} s left"
+    elif too_big:
+        row["note"] = too_big
+    else:
+        try:
+            wall = time.perf_counter()
+            row["seconds"] = time_layer(*layer_args)
+            history[key] = (size, time.perf_counter() - wall)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
+            row["note"] = f"failed: {str(error).splitlines()[0][:200]}"
+        if ctx.device == "cuda":
+            torch.cuda.empty_cache()
+    ctx.log(f"{label}{' graph' if layer_args[-1] else ''}: {row['seconds'] * 1e3:.2f} ms {row['note']}")
+    return row
+
+
 def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     import torch
 
     from kernels.tiled_prefill.bench import DTYPES, copy_bandwidth, tile_bytes, time_tile_updates
-    from rlib.recurrent.latency import MODES, time_layer
+    from rlib.recurrent.latency import MODES
 
     if ctx.dry_run:
         lengths, batch, d_model, heads, dtype, repeats = [8], 1, 32, 2, "fp32", 1
@@ -127,21 +160,11 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
                 row = {"n": n, "mode": mode, "cuda_graph": graph, "batch": batch, "d_model": d_model, "heads": heads,
                        "dtype": dtype, "device": name, "seconds": float("nan"), "note": ""}
                 need = _predicted(history, key, n, 2.0 if mode in ("naive", "transformer") else 1.2)
-                if need > ctx.time_left():
-                    row["note"] = f"skipped: would take ~{need:.0f} s, {max(0, ctx.time_left()):.0f} s left"
-                elif mode == "transformer" and not _fits(4 * 3 * batch * heads * n * n, ctx.device):
-                    row["note"] = "skipped: its [B, H, N, N] scores do not fit in free GPU memory"
-                else:
-                    try:
-                        wall = time.perf_counter()
-                        row["seconds"] = time_layer(mode, n, d_model, heads, batch, dev, torch_dtype, repeats, graph)
-                        history[key] = (n, time.perf_counter() - wall)
-                    except (RuntimeError, torch.cuda.OutOfMemoryError) as error:
-                        row["note"] = f"failed: {str(error).splitlines()[0][:200]}"
-                    if ctx.device == "cuda":
-                        torch.cuda.empty_cache()
-                rows.append(row)
-                ctx.log(f"prefill n={n} {mode}{' graph' if graph else ''}: {row['seconds'] * 1e3:.2f} ms {row['note']}")
+                too_big = mode == "transformer" and not _fits(4 * 3 * batch * heads * n * n, ctx.device)
+                rows.append(_time_case(ctx, row, history, key, n, need,
+                                       "skipped: its [B, H, N, N] scores do not fit in free GPU memory" if too_big
+                                       else "", (mode, n, d_model, heads, batch, dev, torch_dtype, repeats, graph),
+                                       f"prefill n={n} {mode}"))
     layer = pd.DataFrame(rows)
     layer["ms_per_layer"] = layer["seconds"] * 1e3
     naive = layer[(layer["mode"] == "naive") & ~layer["cuda_graph"]].set_index("n")["seconds"]
@@ -172,6 +195,48 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     bandwidth["nominal_gb_per_s"] = nominal / 1e9
     bandwidth["fraction_of_nominal"] = bandwidth["bytes"] / bandwidth["seconds"] / nominal
     return {"": layer, "bandwidth": bandwidth}
+
+
+def prefill_batch(ctx: Context) -> dict[str, pd.DataFrame]:
+    """RT Table 2: ms per layer over batch sizes at one N, eager and graph-replayed, with the paper's two columns and
+    each setting's graph speed-up (the paper's reading: flat in B without graphs, tracking compute with them)."""
+    import torch
+
+    from kernels.tiled_prefill.bench import DTYPES
+
+    if ctx.dry_run:
+        batches, n, d_model, heads, dtype, repeats = [1, 2], 8, 32, 2, "fp32", 1
+    else:
+        batches, n, d_model, heads, dtype, repeats = list(PAPER_TABLE2), 512, 1024, 16, "bf16", 3
+    mode = "tiled-triton" if ctx.triton else "tiled-reference"
+    dev, torch_dtype = torch.device(ctx.device), DTYPES[dtype]
+    graphs = (False, True) if ctx.device == "cuda" else (False,)
+    name = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
+    element = torch.tensor([], dtype=torch_dtype).element_size()
+    rows, history = [], {}
+    for batch in batches:
+        for graph in graphs:
+            paper = PAPER_TABLE2.get(batch, (float("nan"), float("nan")))
+            row = {"batch": batch, "n": n, "mode": mode, "cuda_graph": graph, "d_model": d_model, "heads": heads,
+                   "dtype": dtype, "device": name, "seconds": float("nan"),
+                   "paper_ms_per_layer": paper[1] if graph else paper[0], "note": ""}
+            # eager time is launch-bound (flat in B); the graph's grows with B
+            need = _predicted(history, graph, batch, 1.0 if graph else 0.3)
+            too_big = not _fits(8 * batch * n * d_model * element, ctx.device)
+            rows.append(_time_case(ctx, row, history, graph, batch, need,
+                                   "skipped: the layer's activations and KV do not fit in free GPU memory" if too_big
+                                   else "", (mode, n, d_model, heads, batch, dev, torch_dtype, repeats, graph),
+                                   f"prefill_batch B={batch}"))
+    table = pd.DataFrame(rows)
+    table["ms_per_layer"] = table["seconds"] * 1e3
+    eager = table[~table["cuda_graph"]].set_index("batch")["ms_per_layer"]
+    table["graph_speedup"] = [eager.get(b, float("nan")) / ms if g else float("nan")
+                              for b, g, ms in zip(table["batch"], table["cuda_graph"], table["ms_per_layer"])]
+    paper_eager = {b: e for b, (e, _) in PAPER_TABLE2.items()}
+    table["paper_graph_speedup"] = [paper_eager.get(b, float("nan")) / p if g else float("nan")
+                                    for b, g, p in zip(table["batch"], table["cuda_graph"],
+                                                       table["paper_ms_per_layer"])]
+    return {"": table}
 
 
 LORA_IMPLS = ("base", "triton_seg", "triton_seg_fused", "triton_row", "triton_stacked_row", "triton_stacked_seg",
@@ -256,4 +321,5 @@ def lora_ratios(wide: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
-SECTIONS = {"tests": tests, "prefill": prefill, "lora": lora, "end_to_end": end_to_end.section}
+SECTIONS = {"tests": tests, "prefill": prefill, "prefill_batch": prefill_batch, "lora": lora,
+            "end_to_end": end_to_end.section}

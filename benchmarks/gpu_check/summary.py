@@ -62,6 +62,26 @@ def prefill_rows(layer: pd.DataFrame, bandwidth: pd.DataFrame | None) -> list[di
     return rows
 
 
+def prefill_batch_rows(table: pd.DataFrame) -> list[dict]:
+    """RT Table 2's two readings: eager latency flat in B (max / min over B, the paper's 293.70 / 275.49 = 1.066) and
+    the graph speed-up at the smallest and largest batch measured, beside the paper's at the same B."""
+    rows = []
+    eager = table[~table["cuda_graph"].astype(bool)].dropna(subset=["ms_per_layer"])
+    if len(eager) > 1:
+        lo, hi = eager["ms_per_layer"].min(), eager["ms_per_layer"].max()
+        rows.append(_row("prefill_batch", f"eager ms per layer, max / min over B = {int(eager['batch'].min())} ... "
+                                          f"{int(eager['batch'].max())}", round(float(hi / lo), 3),
+                         "paper Table 2: 1.066 (B 32 ... 2048)", f"{lo:.1f} ... {hi:.1f} ms"))
+    graph = table[table["cuda_graph"].astype(bool)].dropna(subset=["graph_speedup"])
+    for batch in sorted({int(graph["batch"].min()), int(graph["batch"].max())}) if len(graph) else []:
+        r = graph[graph["batch"] == batch].iloc[0]
+        paper = r.get("paper_graph_speedup", float("nan"))
+        rows.append(_row("prefill_batch", f"CUDA graph speed-up over eager, B={batch}",
+                         round(float(r["graph_speedup"]), 2), "" if pd.isna(paper) else f"paper Table 2: {paper:.1f}x",
+                         f"{r['ms_per_layer']:.1f} ms per layer (paper {r['paper_ms_per_layer']:g})"))
+    return rows
+
+
 def lora_rows(ratios: pd.DataFrame) -> list[dict]:
     small = ratios[ratios["rank"] <= 64]
     if small.empty:
@@ -91,12 +111,14 @@ def end_to_end_rows(table: pd.DataFrame) -> list[dict]:
             if str(r.get("note", "")).startswith(("failed", "skipped")):
                 rows.append(_row("end_to_end", r["study"], float("nan"), "", r["note"]))
             continue
+        if r.get("headline") is False or str(r.get("headline")) == "False":  # a study's other settings: table only
+            continue
         note = f"weights: {r.get('weights', '')}"
         if not pd.isna(r.get("acceptance", float("nan"))):
             note += f"; acceptance {r['acceptance']:.2f}"
         if isinstance(r.get("note"), str) and r["note"]:
             note += f"; {r['note']}"
-        baseline = "autoregressive" if r["study"] == "self_speculative" else "vanilla"
+        baseline = "autoregressive" if str(r["study"]).startswith("self_speculative") else "vanilla"
         rows.append(_row("end_to_end", f"{r['study']}: {r['model']} / {baseline}",
                          round(float(r["ratio_to_vanilla"]), 3), "", note))
     return rows
@@ -110,6 +132,9 @@ def headline(folder: Path) -> pd.DataFrame:
     layer = _read(folder, "prefill")
     if layer is not None and not layer.empty:
         rows += prefill_rows(layer, _read(folder, "prefill_bandwidth"))
+    batch = _read(folder, "prefill_batch")
+    if batch is not None and "ms_per_layer" in batch:
+        rows += prefill_batch_rows(batch)
     ratios = _read(folder, "lora_ratios")
     if ratios is not None and not ratios.empty:
         rows += lora_rows(ratios)
@@ -144,7 +169,8 @@ def write(folder: Path, meta: dict) -> pd.DataFrame:
         pivot = layer.pivot_table(index="n", columns=["mode", "cuda_graph"], values="ms_per_layer").round(3)
         pivot.columns = [f"{m} ({'graph' if g else 'eager'})" for m, g in pivot.columns]
         parts += ["", "## RT prefill, ms per layer", "", _markdown(pivot.reset_index())]
-    for name, title_ in (("prefill_bandwidth", "Tile updates' bandwidth"), ("lora_ratios", "LoRA batch"),
+    for name, title_ in (("prefill_bandwidth", "Tile updates' bandwidth"),
+                         ("prefill_batch", "RT Table 2: ms per layer over batch sizes"), ("lora_ratios", "LoRA batch"),
                          ("end_to_end", "End to end")):
         t = _read(folder, name)
         if t is not None:

@@ -47,7 +47,7 @@ from rlib.model import Decoder
 
 __all__ = ["adapt_decoding", "adapt_generations", "decode_models", "figure_prompts", "humaneval_prompts",
            "parse_costs", "parse_decoding", "parse_matmul_ablation", "probe_models", "scratch_decoding",
-           "scratch_generations"]
+           "scratch_generations", "scratch_prompts"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
@@ -84,14 +84,19 @@ def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor
     return [windows[i:i + 1, :prompt_len] for i in range(len(windows))]
 
 
+def scratch_prompts(cfg: LayerSkipConfig) -> list[torch.Tensor]:
+    """The from-scratch study's prompts: the first `decode_prompt_len` tokens of `decode_prompts` held-out test
+    windows, each [1, T] (also what `benchmarks.gpu_check.carry` sends to the GPU)."""
+    return _window_prompts(cfg.text().heldout("test", cfg.decode_prompts, seed=2), cfg.decode_prompt_len)
+
+
 def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
                      peers: bool = True, layerskip: str = "ld_ee") -> pd.DataFrame:
     """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows, greedy
     or by coupled sampling (`decode_temperature`); the `layerskip` model gets every reuse mode and (greedy only) the
     peers, the others the "kvq" rows."""
-    windows = cfg.text().heldout("test", cfg.decode_prompts, seed=2)
     models = {recipe: scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
-    return decode_models(models, _window_prompts(windows, cfg.decode_prompt_len), cfg.decode_exits,
+    return decode_models(models, scratch_prompts(cfg), cfg.decode_exits,
                          cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
                          full=(layerskip,), sampling=sampling_of(cfg.decode_temperature))
 
