@@ -16,7 +16,7 @@ Weights: the embedded assets when `rlib.assets` finds them (this machine, after 
 GPU machine, which has no copy of them) the same architecture with random weights, said in the `weights` column.
 Random weights leave the depth-batching and MoR decode costs as they are (no early exit, capacity-based routing) but
 make self-speculative acceptance meaningless: its ratio is then the cost of drafting, not a speedup; the carried trained
-model gives the real acceptance (a 6-layer model of 14 MB: on a GPU its decoding is bound by kernel launches, so its
+model gives the real acceptance (a 12-layer model of 13 MB: on a GPU its decoding is bound by kernel launches, so its
 speedup measures the layers skipped, not the FLOPs).
 """
 
