@@ -110,8 +110,8 @@ def exact(ctx: Context, study: DecodingStudy) -> Verdict:
     measured = f"{int(same.sum())} of {len(rows)} decoder settings identical to {decoded(table, 'the')} on every prompt"
     if "score" in table:  # parsing: the generated parses' exact match, per model
         spec = table[table["method"] == "self_speculative"]
-        scores = [f"{r}: {sorted(spec.loc[spec['recipe'] == r, 'score'].unique())} vs autoregressive "
-                  f"{ar_row(table, r)['score']:.2f}" for r in dict.fromkeys(table["recipe"])]
+        scores = [f"{r}: {'/'.join(f'{v:.2f}' for v in sorted(spec.loc[spec['recipe'] == r, 'score'].unique()))} "
+                  f"vs autoregressive {ar_row(table, r)['score']:.2f}" for r in dict.fromkeys(table["recipe"])]
         measured += "; self-speculative exact match " + ", ".join(scores)
     return Verdict(bool(same.all()), measured, lambda: (
         "setup", f"{', '.join(rows.loc[~same, 'label'].astype(str))} differ from {decoded(table, 'the')}: "
