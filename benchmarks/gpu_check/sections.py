@@ -29,11 +29,9 @@ import pandas as pd
 
 from benchmarks.gpu_check import end_to_end
 from benchmarks.gpu_check.runner import ROOT, Context
+from rlib.recurrent.table2 import PAPER_TABLE2_MS
 
-PAPER_TABLE2_MS = 38.85  # RT paper, Table 2: ms per layer at B = 32 with CUDA graphs, H100 (N likely 512)
-# RT paper, Table 2 (Sec. 6.2): batch size -> (ms per layer without CUDA graphs, with them), H100, D 1024, 16 heads
-PAPER_TABLE2 = {32: (277.08, 38.85), 64: (279.23, 42.28), 128: (279.42, 48.95), 256: (276.05, 61.39),
-                512: (277.33, 81.73), 1024: (275.49, 134.09), 2048: (293.70, 240.83)}
+PAPER_TABLE2 = PAPER_TABLE2_MS  # RT paper, Table 2: batch -> (ms per layer eager, graphed), H100 (N likely 512)
 # nominal memory bandwidth, TB/s (vendor data sheets), matched by substring of the lower-cased device name
 NOMINAL_TBPS = {"h100 80gb hbm3": 3.35, "h100 pcie": 2.0, "h100 nvl": 3.9, "h200": 4.8, "a100-sxm4-80gb": 2.039,
                 "a100-sxm4-40gb": 1.555, "a100 80gb pcie": 1.935}
@@ -169,7 +167,7 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     layer["ms_per_layer"] = layer["seconds"] * 1e3
     naive = layer[(layer["mode"] == "naive") & ~layer["cuda_graph"]].set_index("n")["seconds"]
     layer["speedup_vs_naive_eager"] = [naive.get(n, float("nan")) / s for n, s in zip(layer["n"], layer["seconds"])]
-    layer["paper_ms_per_layer"] = [PAPER_TABLE2_MS if (batch == 32 and n == 512 and g and m.startswith("tiled"))
+    layer["paper_ms_per_layer"] = [PAPER_TABLE2[32][1] if (batch == 32 and n == 512 and g and m.startswith("tiled"))
                                    else float("nan") for n, m, g in zip(layer["n"], layer["mode"], layer["cuda_graph"])]
     # the tile updates alone: bytes they must move per second vs a measured copy and the data sheet
     copy_bps = copy_bandwidth(dev, 4 if ctx.dry_run else 1024)
@@ -232,10 +230,8 @@ def prefill_batch(ctx: Context) -> dict[str, pd.DataFrame]:
     eager = table[~table["cuda_graph"]].set_index("batch")["ms_per_layer"]
     table["graph_speedup"] = [eager.get(b, float("nan")) / ms if g else float("nan")
                               for b, g, ms in zip(table["batch"], table["cuda_graph"], table["ms_per_layer"])]
-    paper_eager = {b: e for b, (e, _) in PAPER_TABLE2.items()}
-    table["paper_graph_speedup"] = [paper_eager.get(b, float("nan")) / p if g else float("nan")
-                                    for b, g, p in zip(table["batch"], table["cuda_graph"],
-                                                       table["paper_ms_per_layer"])]
+    table["paper_graph_speedup"] = [PAPER_TABLE2[b][0] / PAPER_TABLE2[b][1] if g and b in PAPER_TABLE2 else float("nan")
+                                    for b, g in zip(table["batch"], table["cuda_graph"])]
     return {"": table}
 
 

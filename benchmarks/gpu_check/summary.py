@@ -111,7 +111,7 @@ def end_to_end_rows(table: pd.DataFrame) -> list[dict]:
             if str(r.get("note", "")).startswith(("failed", "skipped")):
                 rows.append(_row("end_to_end", r["study"], float("nan"), "", r["note"]))
             continue
-        if r.get("headline") is False or str(r.get("headline")) == "False":  # a study's other settings: table only
+        if str(r.get("headline")) == "False":  # a study's other settings (bool, or read back from CSV): table only
             continue
         note = f"weights: {r.get('weights', '')}"
         if not pd.isna(r.get("acceptance", float("nan"))):

@@ -25,6 +25,7 @@ import pandas as pd
 
 from rlib.book.claims import ClaimSpec, Ledger
 from rlib.recurrent.config import RecurrentConfig, alibi_slopes
+from rlib.recurrent.table2 import PAPER_TABLE2_MS
 from rlib.recurrent.tasks import chance_token_acc, copy_counting_ceiling
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
@@ -541,13 +542,11 @@ def _latency_growth(tables, cfg) -> Verdict:
                             "so a tiled slope near its slope means the run is compute-bound, not bandwidth-bound")
 
 
-# RT paper, Table 2: batch -> (ms per layer without CUDA graphs, with them)
-TABLE2_MS = {32: (277.08, 38.85), 64: (279.23, 42.28), 128: (279.42, 48.95), 256: (276.05, 61.39),
-             512: (277.33, 81.73), 1024: (275.49, 134.09), 2048: (293.70, 240.83)}
+TABLE2_MS = PAPER_TABLE2_MS  # batch -> (ms per layer without CUDA graphs, with them)
 TABLE2_BATCHES = tuple(TABLE2_MS)
 # the paper's own smallest graph speed-up at B <= 512 (3.3933 at B 512, floored to 3 decimals) and a bound on its eager
 # max/min over B (1.066)
-TABLE2_MIN_SPEEDUP = round(min(e / g for b, (e, g) in TABLE2_MS.items() if b <= 512) - 0.0005, 3)
+TABLE2_MIN_SPEEDUP = math.floor(1000 * min(e / g for b, (e, g) in TABLE2_MS.items() if b <= 512)) / 1000
 TABLE2_MAX_FLAT = 1.07
 
 

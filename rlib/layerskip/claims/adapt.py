@@ -335,7 +335,7 @@ def code_middle_tasks(ctx: Context, study: str = "code") -> Verdict:
                                                     for t, d in mid.items())
     held = all(d[0] > 0 for d in rows.values()) and all(d[1] > 0 for d in mid.values())
     measured += _widths(mid)
-    held = _powered(held, mid) if all(d[1] <= 0 for d in mid.values()) else held
+    held = _powered(held, mid)
     corpus = _corpus(ctx, study)
     t = coding[0]
     return Verdict(held, measured, lambda: (
