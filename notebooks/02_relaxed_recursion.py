@@ -28,6 +28,11 @@
 # * Fig. 3, Fig. 8 and Tables K.1-K.4: throughput of vanilla static batching, continuous sequence-wise batching and
 #   continuous depth-wise batching with and without early exit, on a varied-length workload under one memory budget,
 #   measured by a real engine with calibrated exit rules and simulated as in the paper.
+#
+# The `cpu` profile keeps chapters 01 and 02 within an hour on 2 cores; the `cpu-long` profile reads its runs
+# back and adds the studies that do not fit: ranks up to full rank, Stepwise with zero LoRA init, prefix
+# relaxation, longer uptraining, Table J.1's coefficient sweep and co-training, and a second served rank. The
+# book's claims ledger takes each of their rows from the promoted `cpu-long` run and names that profile.
 
 # %% tags=["parameters"]
 profile: str = "smoke"  # smoke | cpu | cpu-long | gpu | paper (presets in rlib.relaxed.config.RelaxedConfig)
@@ -118,13 +123,14 @@ run.figure(plots.plot_training_loss(curves, g1, f"Training loss, recursive vs re
            "training_loss");
 
 # %% [markdown]
-# The prefix rows (`prefix` > 0) are Appendix H's alternative: each depth gets P trainable prompt vectors
-# whose shared K/V projections every query also attends to, behind a per-head gate that starts at zero. The
-# paper found them far below LoRA at equal size.
+# The prefix rows (`prefix` > 0; `cpu-long` and larger profiles) are Appendix H's alternative: each depth gets
+# P trainable prompt vectors whose shared K/V projections every query also attends to, behind a per-head gate
+# that starts at zero. The paper found them far below LoRA at equal size.
 #
 # ## Distillation and longer uptraining (Table I.1)
 #
-# The main relaxed model with forward KL to chapter 1's uptrained full model, and with more uptraining steps.
+# The main relaxed model with forward KL to chapter 1's uptrained full model, and (`cpu-long` and larger profiles)
+# with more uptraining steps.
 
 # %%
 run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
@@ -136,7 +142,8 @@ run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
 # paper's `aggressive` keeps weight 1 on the final loop and a small c on the others, `+kd` also distills each
 # intermediate exit from the detached final one. `none` is the control: the same post-training tokens without
 # exit losses. `co` applies the aggressive+kd loss during uptraining instead of after it. The rows with `sweep`
-# set are Table J.1's coefficient sweep: the recursive model post-trained with aggressive CE at other values of c.
+# set are Table J.1's coefficient sweep: the recursive model post-trained with aggressive CE at other values of c
+# (`co` and the sweep: `cpu-long` and larger profiles).
 
 # %%
 book.show_source(early_exit.ExitLoss)

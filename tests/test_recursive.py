@@ -128,3 +128,14 @@ def test_lr_sweep_picks_the_lowest_mean_validation_loss_and_rejects_bad_rates(tm
     with pytest.raises(ValueError, match=r"lrs=\[0.0\]"):
         lr_sweep.sweep(RecursiveConfig.preset("smoke"), [0.0], tmp_path)
     assert [v.kind for v in lr_sweep.sweep_variants(RecursiveConfig.preset("cpu"))] == ["recursive", "scratch"]
+
+
+def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
+    """cpu-long reads cpu's runs back (same grid context, so the same keys) and adds B = 5 and the norm variants."""
+    cpu, long = RecursiveConfig.preset("cpu"), RecursiveConfig.preset("cpu-long")
+    assert cpu.grid_context() == long.grid_context()
+    short, extended = {v.name for v in variants(cpu)}, {v.name for v in variants(long)}
+    assert short < extended
+    added = [v for v in variants(long) if v.name not in short]
+    assert {v.n_loops for v in added} | {v.norm_init for v in added} >= {5, "choice", "zero"}
+    assert not cpu.step0_tasks and RecursiveConfig.preset("gpu").step0_tasks

@@ -51,3 +51,20 @@ def test_bad_settings_name_the_value():
         RelaxedVariant(exit="weighted")
     assert dataclasses.replace(RelaxedVariant("average", 64), exit="weighted", phase="co").name == \
         "average-r64-svd-co_weighted-s0"
+
+
+def test_exit_plot_takes_a_table_without_coefficient_sweep_rows():
+    """The cpu profile leaves Table J.1's sweep to cpu-long: every `sweep` is False and the labels stay plain."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from rlib.relaxed.plots import plot_exits
+
+    table = pd.DataFrame({"model": ["recursive", "recursive"], "phase": ["post", "post"],
+                          "exit": ["none", "aggressive"], "coef": [float("nan"), 0.1], "sweep": [False, False],
+                          "nll loop 1": [7.0, 6.5], "nll loop 2": [6.2, 6.25]})
+    table = table.astype({"model": "string", "phase": "string", "exit": "string"})
+    fig = plot_exits(table, 2, "exits")
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["recursive · post none", "recursive · post aggressive"]
+    plt.close(fig)

@@ -12,6 +12,7 @@ with which seed:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rlib import looping, sources
@@ -20,13 +21,19 @@ from rlib.looping import Looping
 from rlib.model import Decoder
 from rlib.train import TrainConfig
 
-__all__ = ["KINDS", "PRETRAINED_INITS", "RecursiveConfig", "Variant", "source_config", "variants"]
+__all__ = ["EXTENSION_FIELDS", "KINDS", "PRETRAINED_INITS", "RecursiveConfig", "Variant", "source_config", "variants"]
 
 
 KINDS = ("full", "recursive", "truncated", "scratch")
 
 
 PRETRAINED_INITS = ("stepwise", "stepwise_fixed_start", "average", "lower", "upper", "random_layers")
+
+
+# RecursiveConfig fields that only add runs to the grid, each run carrying its own value in its `Variant` (n_loops,
+# norm_init): not part of any run's key, so the cpu-long profile's extension of the cpu grid (B = 5, Fig. F.1(b)'s
+# norm variants) reads cpu's runs back and trains only the added ones
+EXTENSION_FIELDS = ("loops", "norm_inits")
 
 
 @dataclass(frozen=True)
@@ -54,12 +61,15 @@ class RecursiveConfig(Preset):
     seeds: tuple[int, ...]
     loops: tuple[int, ...]  # loop counts of the size sweep (Figure 4); each also gets truncated and scratch models
     kd_alpha: float  # weight of forward KL to the uptrained full model (0 = no distillation variants)
-    tasks: tuple[str, ...]  # local task suite evaluated after uptraining
+    tasks: tuple[str, ...]  # local task suite, scored before and after uptraining on the rows a table or claim reads
+    # (Table F.1's: the full-size model, each init at B = init_loops, scratch; and the data-shift pair)
     task_limit: int  # items per task
     precision: str  # "bf16" (autocast in training and perplexity; 2.4x faster on the book's CPU) or "no" (fp32)
     keep_models: bool  # save the uptrained full and main recursive models (for chapter 02 and lm-eval)
     checkpoint_every: int  # steps between training checkpoints (resume mid-run after a kill); 0 = none (a killed
     # run restarts; finished runs are cached either way)
+    step0_tasks: bool = True  # also score the task suite at step 0 (Table F.1's rows; the paper reports only the
+    # uptrained models, so this column is the book's own)
 
     PRESETS = {
         "smoke": dict(
@@ -68,15 +78,16 @@ class RecursiveConfig(Preset):
             lr=1e-3, warmup_steps=1, eval_every=3, val_windows=2, n_eval_windows=2, init_loops=2,
             inits=("stepwise", "random"), norm_inits=(), seeded_inits=(), seeds=(0,), loops=(2,), kd_alpha=1.0,
             tasks=("book_nextline",), task_limit=2, precision="bf16", keep_models=False, checkpoint_every=0),
-        # about 45 min on 2 cores: 18 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~270 tokens/s
+        # 15 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~300 tokens/s; B = 5 and the norm variants of
+        # Fig. F.1(b) are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", shift_corpus="python-stdlib", shift_recursive=False,
             eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), seq_len=128, batch_size=4,
             micro_batch_size=4, steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16,
             n_eval_windows=32, init_loops=2, inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"),
-            norm_inits=("choice", "zero"), seeded_inits=("stepwise",), seeds=(0, 1), loops=(2, 3, 5), kd_alpha=1.0,
+            norm_inits=(), seeded_inits=("stepwise",), seeds=(0, 1), loops=(2, 3), kd_alpha=1.0,
             tasks=("book_cloze", "book_nextline", "book_code"), task_limit=40, precision="bf16", keep_models=True,
-            checkpoint_every=0),
+            checkpoint_every=0, step0_tasks=False),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", shift_corpus="python-stdlib", shift_recursive=True,
             eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib", "humaneval"), seq_len=512,
@@ -96,6 +107,9 @@ class RecursiveConfig(Preset):
             tasks=("lambada_openai", "hellaswag", "piqa", "winogrande", "arc_easy", "arc_challenge", "openbookqa"),
             task_limit=100000, precision="bf16", keep_models=True, checkpoint_every=500),
     }
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus B = 5 (Fig. 4's size sweep past the paper's B = 3,
+    # with its truncated and scratch models) and Fig. F.1(b)'s norm variants of the Average init
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "loops": (2, 3, 5), "norm_inits": ("choice", "zero")}
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
@@ -113,6 +127,11 @@ class RecursiveConfig(Preset):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
         if self.train_corpus not in self.eval_corpora:
             raise ConfigError(f"eval_corpora {self.eval_corpora} must include train_corpus {self.train_corpus!r}")
+
+    def grid_context(self) -> dict:
+        """The settings that decide the training runs (the run cache's key): every field but those that only add runs
+        (`EXTENSION_FIELDS`), so cpu-long's grid reads cpu's runs back."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in EXTENSION_FIELDS}
 
     @property
     def tokenizer(self) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlib import experiments, paths
+from rlib.config import runs_profile
 from rlib.recursive import experiments as rx
 from rlib.recursive.config import RecursiveConfig, Variant
 from rlib.train import train
@@ -77,11 +78,12 @@ def best_lr(table: pd.DataFrame) -> float:
 
 
 def committed(profile: str, path: Path = DEFAULT_OUT) -> pd.DataFrame | None:
-    """The committed sweep of `profile`, or None when that profile was never swept."""
+    """The committed sweep of `profile` (of the profile whose runs it shares: cpu-long uses cpu's rate), or None
+    when that profile was never swept."""
     if not path.exists():
         return None
     table = pd.read_csv(path)
-    table = table[table["profile"] == profile]
+    table = table[table["profile"] == runs_profile(profile)]
     return table.reset_index(drop=True) if len(table) else None
 
 

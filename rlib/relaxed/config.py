@@ -32,9 +32,11 @@ SERVING_FIELDS = ("throughput_requests", "prompt_len", "new_tokens", "max_batch"
                   "pass_repeats")
 
 
-# RelaxedConfig fields that only add runs to the grid (the cpu-long profile's extension of the cpu grid): not part of
-# any run's key, so the runs both profiles define are trained once
-EXTENSION_FIELDS = ("high_ranks",)
+# RelaxedConfig fields that only add runs to the grid, each run carrying its own value in its `RelaxedVariant` (rank,
+# lora_init, coef, steps_factor, prefix, phase): not part of any run's key, so the cpu-long profile's extension of the
+# cpu grid reads cpu's runs back and trains only the added ones
+EXTENSION_FIELDS = ("high_ranks", "zero_inits", "exit_coefs", "long_factor", "prefix_lengths", "co_training",
+                    "served_ranks")
 
 
 @dataclass(frozen=True)
@@ -97,17 +99,18 @@ class RelaxedConfig(Preset):
             co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", exit_coefs=(0.3,), throughput_requests=4,
             prompt_len=8, new_tokens=6, max_batch=2, exit_precision=0.5, max_batch_cap=4, exit_fit_windows=2,
             pass_repeats=1),
-        # ~55 min on 2 cores: 16 uptraining runs of 48 steps x 4 x 128 tokens, 10 post-training runs of 16 steps, the
-        # throughput study (~10 min)
+        # 13 uptraining runs of 48 steps x 4 x 128 tokens, 8 post-training runs of 16 steps, the throughput study
+        # (~10 min); Stepwise's zero init, Table J.1's coefficient sweep and co-training, longer uptraining, prefix
+        # relaxation and the second served rank are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=16, lr=1e-3,
             warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=24, step0_ranks=(0, 4, 16, 64, 192),
             inits=("stepwise", "average", "lower"), ranks=(16, 64), rank_inits=("stepwise", "average"), extra_ranks=(),
-            zero_inits=("stepwise", "average", "lower"), prefix_lengths=(64,),
+            zero_inits=("average", "lower"), prefix_lengths=(),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
-            exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
-            exit_coefs=(0.3, 0.05, 0.01), served_ranks=(16,), throughput_requests=96, prompt_len=64, new_tokens=256,
+            exit_coef=0.1, co_training=False, kd_alpha=1.0, long_factor=1, precision="bf16",
+            exit_coefs=(), served_ranks=(), throughput_requests=96, prompt_len=64, new_tokens=256,
             max_batch=8, exit_precision=0.9, throughput_repeats=1, exit_fit_windows=32, long_context=1024),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
@@ -135,8 +138,13 @@ class RelaxedConfig(Preset):
             long_context=2560, workload_corpus="hf:cerebras/SlimPajama-627B"),
     }
     # cpu-long: the cpu grid (read back from cpu's run folders) plus every init uptrained at a quarter of full rank
-    # (SmolLM2's d = 576: 144, the paper's 512 of 2048) and at full rank, for Fig. G.1 and Fig. G.3's U
-    PRESETS["cpu-long"] = {**PRESETS["cpu"], "high_ranks": (144, 576)}
+    # (SmolLM2's d = 576: 144, the paper's 512 of 2048) and at full rank, for Fig. G.1 and Fig. G.3's U; Stepwise
+    # with zero LoRA init (Fig. G.2), prefix relaxation (Table H.1), 2x longer uptraining alone and with KD (Table
+    # I.1, Fig. 7(b)), Table J.1's coefficient sweep and co-training row, and a second relaxed rank post-trained and
+    # served (Tables K.1 / K.2)
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "high_ranks": (144, 576), "zero_inits": ("stepwise", "average", "lower"),
+                           "prefix_lengths": (64,), "long_factor": 2, "exit_coefs": (0.3, 0.05, 0.01),
+                           "co_training": True, "served_ranks": (16,)}
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
@@ -261,6 +269,8 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
         runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True))
     if cfg.long_factor > 1:
         runs.append(dataclasses.replace(main_variants(cfg)[1], steps_factor=cfg.long_factor))
+    if cfg.kd_alpha > 0 and cfg.long_factor > 1:  # Fig. 7(b): distillation and longer uptraining together
+        runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True, steps_factor=cfg.long_factor))
     for main in main_variants(cfg):
         runs += [dataclasses.replace(main, exit=s, phase="post") for s in cfg.exit_schedules]
     recursive = main_variants(cfg)[0]

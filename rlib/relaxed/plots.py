@@ -134,8 +134,8 @@ def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:
     """`rlib.relaxed.exit_table`: NLL of each loop's exit, grouped by model and schedule."""
     table = table.copy()
     table["run"] = table["model"] + " · " + table["phase"] + " " + table["exit"]
-    if "sweep" in table:  # Table J.1's coefficient sweep: name each run's c
-        sweep = table["sweep"].astype(bool)
+    sweep = table["sweep"].astype(bool) if "sweep" in table else pd.Series(False, index=table.index)
+    if sweep.any():  # Table J.1's coefficient sweep (cpu-long and larger profiles): name each run's c
         table.loc[sweep, "run"] += table.loc[sweep, "coef"].map(lambda c: f" c={c:g}")
     long = table.melt(id_vars=["run"], value_vars=[f"nll loop {j}" for j in range(1, n_loops + 1)],
                       var_name="exit at", value_name="nll")
