@@ -85,7 +85,8 @@ def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFram
 
 
 def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
-    """Table I.1's rows: the main relaxed model plain, with distillation, and with longer uptraining."""
+    """Table I.1's rows: the main relaxed model plain, with distillation, with longer uptraining, and with both
+    (Fig. 7(b))."""
     df = flat(results)
     main = main_variants(cfg)[1]
     sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == "svd")
