@@ -68,3 +68,14 @@ def test_exit_plot_takes_a_table_without_coefficient_sweep_rows():
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert labels == ["recursive · post none", "recursive · post aggressive"]
     plt.close(fig)
+
+
+def test_the_serving_warm_up_runs_one_batch_of_short_replies():
+    from rlib.relaxed.throughput import WARM_UP_TOKENS, warm_up_requests
+    from rlib.serving import Request
+
+    reqs = [Request(i, [1, 2, 3], n) for i, n in enumerate([3, 40, 256, 9])]
+    warm = warm_up_requests(reqs, 3)
+    assert [r.id for r in warm] == [0, 1, 2] and [r.prompt for r in warm] == [[1, 2, 3]] * 3
+    assert [r.max_new_tokens for r in warm] == [3, WARM_UP_TOKENS, WARM_UP_TOKENS]
+    assert [r.max_new_tokens for r in reqs] == [3, 40, 256, 9]  # the timed requests are untouched

@@ -45,7 +45,7 @@ from rlib.serving.exits import (
 )
 from rlib.serving.workload import length_summary, paragraph_requests
 
-__all__ = ["VANILLA", "prompts", "served_models", "throughput_tables"]
+__all__ = ["VANILLA", "WARM_UP_TOKENS", "prompts", "served_models", "throughput_tables", "warm_up_requests"]
 
 VANILLA = "vanilla (source)"
 MIB = 2 ** 20
@@ -69,6 +69,16 @@ def served_models(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[str, 
         if (folder / convert.CONFIG_FILE).exists():
             models["recursive" if main.rank == 0 else f"relaxed r={main.rank}"] = convert.load(folder).to(dtype)
     return models
+
+
+WARM_UP_TOKENS = 8  # replies of the warm-up run: enough to pass prefill, decode and the exit decision
+
+
+def warm_up_requests(reqs: list[Request], batch: int) -> list[Request]:
+    """The first `batch` requests with their replies cut to `WARM_UP_TOKENS`: one full batch through prefill and a few
+    decode steps before the timed run (allocations, first-call costs), without decoding whole replies of up to 256
+    tokens that the timing throws away."""
+    return [dataclasses.replace(r, max_new_tokens=min(r.max_new_tokens, WARM_UP_TOKENS)) for r in reqs[:batch]]
 
 
 def _exit_rules(model: Decoder, cfg: RelaxedConfig) -> tuple[dict[str, object], list[dict]]:
@@ -125,7 +135,7 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
         model = models[label]
         engine = make_engine(model, batch, max_len, admission="static" if scheduler == "static" else "continuous",
                              exit_rule=None if rule == "none" else rules[label][rule])
-        engine.run(reqs[: min(len(reqs), batch)])  # warm-up on a few requests (allocations, first-call costs)
+        engine.run(warm_up_requests(reqs, batch))
         results = []
         for _ in range(cfg.throughput_repeats):
             engine.program.reset_seconds()
