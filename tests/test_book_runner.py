@@ -243,6 +243,7 @@ def test_a_profile_runs_exactly_the_chapters_whose_presets_it_has():
             module = importlib.import_module(f"{package}.config")
             has = all(profile in getattr(module, name).PRESETS for name in classes)
             assert classes and has == (chapter.id in runs), (profile, chapter.id)
-    with pytest.raises(ConfigError, match="has no cpu-long preset; the cpu-long profile runs 02_relaxed"):
+    with pytest.raises(ConfigError, match="has no cpu-long preset; the cpu-long profile runs 01_recursive"):
         book.select(["00"], "cpu-long")
-    assert [c.id for c in book.select(None, "cpu-long")] == ["02_relaxed_recursion", "05_layerskip"]
+    assert [c.id for c in book.select(None, "cpu-long")] == ["01_recursive_conversion", "02_relaxed_recursion",
+                                                            "05_layerskip"]

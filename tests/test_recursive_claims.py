@@ -17,7 +17,7 @@ CPU_VERDICTS = {
     "rrt.fig5.pretrained_inits_beat_random": "not held",
     "rrt.fig5.stepwise_best_init": "held",
     "rrt.figF1a.fixed_ends_beat_fixed_start": "held",
-    "rrt.figF1b.norm_zero_collapses": "not held",
+    "rrt.figF1b.norm_zero_collapses": "not measured",  # the norm variants are cpu-long's (issue 27's hour)
     "rrt.fig5c.recursive_beats_reduced_size": "held",
     "rrt.ours.recursive_beats_truncated": "held",
     "rrt.tabF1.more_blocks_lower_quality": "held",

@@ -349,3 +349,13 @@ def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
     assert all(v in variants(long) for v in variants(cpu))
     assert work_root("cpu-long", "02_x") == work_root("cpu", "02_x")  # where the grids live
     assert work_root("smoke", "02_x") != work_root("cpu", "02_x")
+
+
+def test_a_profile_without_longer_uptraining_leaves_its_claims_not_measured():
+    """The cpu profile leaves longer uptraining to cpu-long: the 1x run must not be read as its own 'longer' row."""
+    tables = {"step0": step0_table(), "runs": runs_table()}
+    ledger = judge(tables, CFG.override(long_factor=1), "cpu").finish().set_index("id")
+    for claim in ("rrt.tabI1.longer_uptraining_helps", "rrt.fig7b.kd_and_longer_combined"):
+        assert ledger.loc[claim, "verdict"] == "not measured", claim
+        assert "long_factor 1" in ledger.loc[claim, "measured"]
+    assert verdict(tables, "rrt.tabI1.longer_uptraining_helps") == "held"  # long_factor 2 reads the 2x row

@@ -705,6 +705,8 @@ def _kd(tables, cfg: RelaxedConfig) -> Outcome:
 
 @rules("rrt.tabI1.longer_uptraining_helps", "runs")
 def _longer(tables, cfg: RelaxedConfig) -> Outcome:
+    if cfg.long_factor < 2:
+        raise Missing("no longer uptraining in this profile (long_factor 1)")
     plain = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1)
     longer = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=cfg.long_factor)
     measured = f"relaxed average r={_top(cfg)}: {plain:.3f} -> {longer:.3f} at {cfg.long_factor}x steps " \
