@@ -11,7 +11,8 @@ from rlib.relaxed.claims import SPECS, judge
 from rlib.relaxed.config import RelaxedConfig
 from tests.claims_checks import check_partial_runs, check_specs, committed_ledger
 
-# the verdicts of the committed cpu run (figures/02_relaxed_recursion), claim by claim
+# the verdicts of the committed cpu run (figures/02_relaxed_recursion), claim by claim; the studies the cpu profile
+# leaves to cpu-long (issue 27's hour) are "not measured" here and judged in figures/cpu-long/02_relaxed_recursion
 CPU_VERDICTS = {
     "rrt.eq5.full_rank_equals_source": "not held",
     "rrt.appG.svd_error_falls_with_rank": "held",
@@ -19,16 +20,16 @@ CPU_VERDICTS = {
     "rrt.fig6b.avg_lower_gain_from_relaxation": "held",
     "rrt.s3_5.stepwise_may_degrade": "held",
     "rrt.fig6c.svd_beats_zero_avg_lower": "held",
-    "rrt.figG2.stepwise_zero_ge_svd": "held",
+    "rrt.figG2.stepwise_zero_ge_svd": "not measured",  # cpu-long\'s
     "rrt.fig7a.avg_lower_improve_with_rank": "held",
     "rrt.figG3.stepwise_u_shape": "not measured",
     "rrt.s3_5.relaxed_avg_beats_recursive_step": "not held",
     "rrt.fig6.average_best_with_lora": "not held",
     "rrt.figG1.training_loss_relaxed_vs_recursive": "not measured",
     "rrt.tabG1.per_module_rank": "not measured",
-    "rrt.tabH1.prefix_relaxation_weak": "held",
+    "rrt.tabH1.prefix_relaxation_weak": "not measured",  # cpu-long\'s
     "rrt.tabI1.kd_helps_relaxed": "not held",
-    "rrt.tabI1.longer_uptraining_helps": "held",
+    "rrt.tabI1.longer_uptraining_helps": "not measured",  # cpu-long\'s
     "rrt.fig7b.kd_and_longer_combined": "not measured",
     "rrt.fig4.relaxed_interpolates_to_full": "not measured",
     "rrt.tab3.agg_keeps_final_loop": "not held",
@@ -36,15 +37,15 @@ CPU_VERDICTS = {
     "rrt.tab3.loop1_lifted_small_gap": "held",
     "rrt.tabJ1.weighted_overemphasizes_loop1": "held",
     "rrt.tabJ1.self_kd_lifts_loop1": "not held",
-    "rrt.tabJ1.coefficient_sweep": "not held",
+    "rrt.tabJ1.coefficient_sweep": "not measured",  # cpu-long\'s
     "rrt.tabJ1.freeze_head_lora": "not measured",
-    "rrt.tabJ1.post_beats_co_training": "not held",
+    "rrt.tabJ1.post_beats_co_training": "not measured",  # cpu-long\'s
     "rrt.tabJ2.relaxed_loop1_worse": "held",
     "rrt.tabJ3.second_architecture": "not measured",
     "rrt.fig8.recursive_cdb_beats_vanilla_and_csb": "held",
     "rrt.s3_8.speedup_2_3x": "held",
     "rrt.tabK2.relaxed_cdb_beats_vanilla": "held",
-    "rrt.tabK1_K2.lora_cost_and_rank_tradeoff": "held",
+    "rrt.tabK1_K2.lora_cost_and_rank_tradeoff": "not measured",  # cpu-long\'s
     "rrt.tabK3_K4.memory_cap_short_context": "held",
     "rrt.fig3.cdb_without_exit_scheduling": "held",
     "rrt.s3_8.recursive_gemma_4x_vanilla_pythia": "not testable at this scale",
@@ -61,8 +62,8 @@ CPU_VERDICTS = {
 def test_committed_cpu_tables_give_the_catalogued_verdicts():
     by_id = committed_ledger(judge, RelaxedConfig.preset("cpu"), "02_relaxed_recursion", CPU_VERDICTS)
     # diagnoses carry this run's numbers: the pass-cost ratio and the exit-test cost are computed from the tables
-    assert "2.58x" in by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]
-    assert "0.6% of step time (softmax 18.1%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]
+    assert "2.85x" in by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]
+    assert "0.6% of step time (softmax 18.4%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]
     assert "recursive 22" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]
     assert by_id.loc["rrt.eq5.full_rank_equals_source", "diagnosis"] == "disagrees with the paper"
 
