@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ElementTree
 import pandas as pd
 
 from benchmarks.gpu_check import end_to_end
-from benchmarks.gpu_check.runner import ROOT, Context
+from benchmarks.gpu_check.runner import ROOT, Context, device_name
 from rlib.recurrent.table2 import PAPER_TABLE2_MS
 
 PAPER_TABLE2 = PAPER_TABLE2_MS  # RT paper, Table 2: batch -> (ms per layer eager, graphed), H100 (N likely 512)
@@ -137,6 +137,11 @@ def _time_case(ctx: Context, row: dict, history: dict, key, size: int, need: flo
     return row
 
 
+def _graph_modes(ctx: Context) -> tuple[bool, ...]:
+    """Eager, and on a GPU also CUDA-graph replay: the two columns of the prefill studies."""
+    return (False, True) if ctx.device == "cuda" else (False,)
+
+
 def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     import torch
 
@@ -148,8 +153,7 @@ def prefill(ctx: Context) -> dict[str, pd.DataFrame]:
     else:
         lengths, batch, d_model, heads, dtype, repeats = [512, 1024, 2048, 4096, 8192], 32, 1024, 16, "bf16", 3
     dev, torch_dtype = torch.device(ctx.device), DTYPES[dtype]
-    graphs = (False, True) if ctx.device == "cuda" else (False,)
-    name = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
+    graphs, name = _graph_modes(ctx), device_name(ctx.device)
     rows, history = [], {}
     for n in lengths:
         for mode in [m for m in MODES if ctx.triton or m != "tiled-triton"]:
@@ -208,8 +212,7 @@ def prefill_batch(ctx: Context) -> dict[str, pd.DataFrame]:
         batches, n, d_model, heads, dtype, repeats = list(PAPER_TABLE2), 512, 1024, 16, "bf16", 3
     mode = "tiled-triton" if ctx.triton else "tiled-reference"
     dev, torch_dtype = torch.device(ctx.device), DTYPES[dtype]
-    graphs = (False, True) if ctx.device == "cuda" else (False,)
-    name = torch.cuda.get_device_name() if ctx.device == "cuda" else "cpu"
+    graphs, name = _graph_modes(ctx), device_name(ctx.device)
     element = torch.tensor([], dtype=torch_dtype).element_size()
     rows, history = [], {}
     for batch in batches:

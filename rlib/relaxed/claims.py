@@ -692,6 +692,12 @@ def _main_relaxed_nll(tables, cfg: RelaxedConfig, **variant) -> float:
                  prefix=0, **variant)
 
 
+def _require_longer(cfg: RelaxedConfig) -> None:
+    """A profile without longer uptraining (the cpu one leaves it to cpu-long) has no row to compare with."""
+    if cfg.long_factor < 2:
+        raise Missing("no longer uptraining in this profile (long_factor 1)")
+
+
 @rules("rrt.tabI1.kd_helps_relaxed", "runs")
 def _kd(tables, cfg: RelaxedConfig) -> Outcome:
     plain, kd = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1), _main_relaxed_nll(tables, cfg, kd=True,
@@ -705,8 +711,7 @@ def _kd(tables, cfg: RelaxedConfig) -> Outcome:
 
 @rules("rrt.tabI1.longer_uptraining_helps", "runs")
 def _longer(tables, cfg: RelaxedConfig) -> Outcome:
-    if cfg.long_factor < 2:
-        raise Missing("no longer uptraining in this profile (long_factor 1)")
+    _require_longer(cfg)
     plain = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1)
     longer = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=cfg.long_factor)
     measured = f"relaxed average r={_top(cfg)}: {plain:.3f} -> {longer:.3f} at {cfg.long_factor}x steps " \
@@ -716,8 +721,7 @@ def _longer(tables, cfg: RelaxedConfig) -> Outcome:
 
 @rules("rrt.fig7b.kd_and_longer_combined", "runs")
 def _kd_and_longer(tables, cfg: RelaxedConfig) -> Outcome:
-    if cfg.long_factor < 2:
-        raise Missing("no longer uptraining in this profile (long_factor 1)")
+    _require_longer(cfg)
     plain = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1)
     gains = {name: _main_relaxed_nll(tables, cfg, kd=kd, steps_factor=factor) - plain
              for name, kd, factor in (("KD", True, 1), (f"{cfg.long_factor}x", False, cfg.long_factor),
