@@ -27,9 +27,14 @@
 # * Figs. 7 and 8: key/value norms and similarities across depths; Table 2's KV-memory model against real bytes;
 # * Table 9: up-training the book's pretrained SmolLM2-135M with each sharing strategy and initialization;
 # * the decode-time question the paper leaves open: does the causal router reproduce the training top-k?
+#
+# The `cpu` profile keeps this chapter within 40 minutes on 2 cores; the `cpu-long` profile reads its runs back and
+# adds the studies that do not fit: the router ablations of Tables 4/10/11, the gate ablation (ours) and Table 9's
+# up-training. The book's claims ledger takes each of their rows from the promoted `cpu-long` run and names that
+# profile.
 
 # %% tags=["parameters"]
-profile: str = "smoke"  # smoke | cpu | gpu (presets in rlib.mor.config.MoRConfig)
+profile: str = "smoke"  # smoke | cpu | cpu-long | gpu (presets in rlib.mor.config.MoRConfig)
 out_dir: str | None = None  # output folder; None = runs/interactive/<profile>/03_mixture_of_recursions
 seed: int = 0  # seeds python, numpy and torch (the runs' own seeds are in the variants)
 budget: float | None = None  # isoFLOP budget (forward FLOPs, paper convention); None keeps the preset
@@ -100,7 +105,8 @@ run.figure(plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "
 # %% [markdown]
 # ## Router design (Tables 4, 10, 11)
 #
-# All at the ablation budget (equal tokens). Expert-choice rows report the dead-token ratio (positions never
+# All at the ablation budget (equal tokens); the ablation rows are the `cpu-long` profile's, the cpu profile has the
+# two final designs. Expert-choice rows report the dead-token ratio (positions never
 # selected at the last step) and the sampling accuracy (the causal decision sigmoid ≥ 0.5 agrees with the
 # top-k); token-choice rows report MaxVio and the entropy of the mean routing distribution.
 
@@ -114,10 +120,12 @@ run.table(tables.router_table(results), "routers");
 # Recursive baseline runs x <- f(x): the two differ in routing *and* in a gate. The paper has no ablation that
 # separates them, so the book trains, at the same isoFLOP budget and seeds as the main comparison: MoR-EC with the
 # gate scaled by 1, MoR-EC with no gate (x <- f(x) for the kept tokens; its router then learns only from its
-# auxiliary loss), and the Recursive model with MoR's gate on every token (capacity 1 at every recursion).
+# auxiliary loss), and the Recursive model with MoR's gate on every token (capacity 1 at every recursion). Six runs:
+# the `cpu-long` profile's.
 
 # %%
-run.table(tables.gate_table(results, cfg.n_recursions), "gates");
+if cfg.gate_ablations:
+    run.table(tables.gate_table(results, cfg.n_recursions), "gates");
 
 # %% [markdown]
 # ## Parameter sharing (Table 8) and KV sharing (Table 12)
@@ -198,14 +206,16 @@ run.figure(plots.plot_throughput(speed, "Quality vs measured decode throughput")
 # (30 layers) becomes a 2-loop model under each sharing order and initialization of chapter 1's converter
 # (Cycle and Sequence: 15 shared layers; Middle-*: 1 + 14 + 1), and every model gets the same short up-training.
 # The "loop 1" rows run the same unique layers once, without recursion; the full 30-layer model up-trained
-# the same way is the reference. NLL is on the poetry test split, before and after up-training.
+# the same way is the reference. NLL is on the poetry test split, before and after up-training. Sixteen runs of a
+# 135M model take about half an hour on 2 cores: the `cpu-long` profile's.
 
 # %%
 up_cfg = config.UptrainConfig.preset(profile)
-up_results = uptrain.run_grid(up_cfg, work / "uptrain")
-up_table = run.table(tables.uptrain_table(up_results), "uptraining")
-run.figure(plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
-                                     f"({up_table['tokens'].iloc[0]:,} tokens per run)"), "uptraining");
+if config.uptrain_runs(up_cfg):
+    up_results = uptrain.run_grid(up_cfg, work / "uptrain")
+    up_table = run.table(tables.uptrain_table(up_results), "uptraining")
+    run.figure(plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
+                                         f"({up_table['tokens'].iloc[0]:,} tokens per run)"), "uptraining");
 
 # %% [markdown]
 # ## On a GPU

@@ -215,6 +215,10 @@ class Preset(Checked):
     """Base of every chapter config: `preset(profile)`, `override(**kw)`, `to_dict()`, `digest()`."""
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
+    # fields that decide no run's training: they only add runs to a grid (each run carrying its own value) or set up a
+    # study over trained models. `grid_context` leaves them out of the run cache's key, so a longer profile's preset
+    # that extends them (cpu-long over cpu) reads the shorter one's runs back and trains only the added ones
+    UNKEYED_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def preset(cls: type[P], profile: str) -> P:
@@ -237,6 +241,10 @@ class Preset(Checked):
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def grid_context(self) -> dict[str, Any]:
+        """The settings that decide how a run trains (a run grid's cache key): every field but `UNKEYED_FIELDS`."""
+        return {k: v for k, v in self.to_dict().items() if k not in self.UNKEYED_FIELDS}
 
     def digest(self) -> str:
         blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()

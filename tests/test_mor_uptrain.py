@@ -116,3 +116,20 @@ def test_claims_are_judged_from_the_numbers():
 def test_claims_without_their_runs_say_not_measured():
     partial = claims(_grid({"cycle": 3.5, "middle_cycle": 3.3}, 3.6))
     assert [v for v, _ in partial] == ["not measured", "not measured"]
+
+
+def test_cpu_long_extends_chapter_3_under_the_same_keys():
+    """cpu-long reads cpu's runs back (the same grid context, so the same keys) and adds the router and gate
+    ablations and Table 9's up-training, which the cpu profile leaves out to fit its 40 minutes."""
+    from rlib.mor.config import GATE_ABLATIONS, BudgetSweepConfig, variants
+
+    for cls in (MoRConfig, UptrainConfig, BudgetSweepConfig):
+        assert cls.preset("cpu").grid_context() == cls.preset("cpu-long").grid_context(), cls.__name__
+    cpu, long = MoRConfig.preset("cpu"), MoRConfig.preset("cpu-long")
+    short = {v.name for v in variants(cpu)}
+    added = [v for v in variants(long) if v.name not in short]
+    assert short < {v.name for v in variants(long)}
+    assert {v.tag for v in added} == {*GATE_ABLATIONS, *long.router_ablations}
+    assert not uptrain_runs(UptrainConfig.preset("cpu")) and len(uptrain_runs(UptrainConfig.preset("cpu-long"))) == 16
+    # a field that changes how a run trains stays in the key
+    assert cpu.grid_context() != cpu.override(lr=1e-3).grid_context()

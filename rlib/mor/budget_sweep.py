@@ -34,7 +34,7 @@ def run_sweep(cfg: MoRConfig, sweep: BudgetSweepConfig, work: Path) -> list[dict
     for fraction in sweep.fractions:
         sub = cfg.override(budget=cfg.budget * fraction)
         runs = run_grid(sweep_variants(cfg), Path(work) / f"budget-{fraction:g}",
-                        lambda v, slot, s=sub: experiments.run_variant(v, s, slot, held), context=(sub,),
+                        lambda v, slot, s=sub: experiments.run_variant(v, s, slot, held), context=(sub.grid_context(),),
                         modules=experiments.CODE_MODULES, desc=f"budget sweep x{fraction:g}")
         results += [{**r, "budget_flops": sub.budget} for r in runs]
     return results

@@ -16,6 +16,10 @@ token at every recursion, x <- x + g f(x): the Recursive baseline with MoR's gat
 
 `BudgetSweepConfig` adds Fig. 3's budget axis; `UptrainConfig` / `UptrainRun` the up-training of a pretrained
 checkpoint with each sharing strategy (Sec. 3.2, App. D.2, Table 9).
+
+The cpu profile keeps the chapter within issue 27's 40 minutes on 2 cores; its `cpu-long` preset extends it with the
+studies that do not fit (the router ablations of Tables 4/10/11, the gate ablation, Table 9's up-training). The fields
+that only add runs are `UNKEYED_FIELDS`: cpu-long's grid reads cpu's runs back under the same keys.
 """
 
 from __future__ import annotations
@@ -99,6 +103,11 @@ class MoRConfig(Preset):
     head_dim: int = 64
     gate_ablations: tuple[str, ...] = ()  # GATE_ABLATIONS at the isoFLOP budget, every seed (ours)
 
+    # fields that only choose which runs exist (each `MoRVariant` carries its spec, budget, seed and tag) or set up a
+    # study over trained models: left out of the run cache's key (Preset.grid_context)
+    UNKEYED_FIELDS = ("extra_recursions", "seeds", "router_ablations", "sharings", "kv_share_rows", "gate_ablations",
+                      "decode_windows")
+
     PRESETS = {
         "smoke": dict(
             tokenizer="smollm2-135m", corpus="shakespeare", vocab_size=512, d_model=64, n_heads=2, n_kv_heads=1,
@@ -106,14 +115,14 @@ class MoRConfig(Preset):
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
             decode_windows=1, precision="bf16", head_dim=32, gate_ablations=("ec_replace", "rec_gated")),
-        # ~40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run
+        # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the router and gate
+        # ablations are cpu-long's (below)
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=8192, d_model=256, n_heads=4,
             n_kv_heads=2, d_ffn=768, n_layers=14, seq_len=256, n_recursions=3, extra_recursions=(2,), budget=5e12,
             ablation_tokens=160_000, batch_size=16, micro_batch_size=16, lr=3e-3, warmup_frac=0.05, seeds=(0, 1),
-            router_ablations=("ec_aux_router", "ec_tanh", "ec_alpha1", "tc_loss_free"),
-            sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=32,
-            eval_windows=64, evals_per_run=6, decode_windows=8, precision="bf16", gate_ablations=GATE_ABLATIONS),
+            router_ablations=(), sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True,
+            val_windows=32, eval_windows=64, evals_per_run=6, decode_windows=8, precision="bf16", gate_ablations=()),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             d_ffn=1536, n_layers=14, seq_len=512, n_recursions=3, extra_recursions=(2, 4), budget=2e15,
@@ -122,6 +131,10 @@ class MoRConfig(Preset):
             sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=128,
             eval_windows=256, evals_per_run=10, decode_windows=32, precision="bf16", gate_ablations=GATE_ABLATIONS),
     }
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus the router rows of Tables 4/10/11 and the gate
+    # ablation at every seed (10 runs, about 11 min on 2 cores)
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "gate_ablations": GATE_ABLATIONS,
+                           "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "tc_loss_free")}
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.router_ablations if a not in ROUTER_ABLATIONS]
@@ -228,6 +241,7 @@ class BudgetSweepConfig(Preset):
     fractions: tuple[float, ...]  # budgets as fractions of MoRConfig.budget (1.0 is the main grid's)
 
     PRESETS = {"smoke": dict(fractions=(0.5,)), "cpu": dict(fractions=(0.25, 0.5)), "gpu": dict(fractions=(0.1, 0.3))}
+    PRESETS["cpu-long"] = PRESETS["cpu"]  # the same runs, read back
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fractions", tuple(self.fractions))
@@ -266,13 +280,16 @@ class UptrainConfig(Preset):
     seed: int
     precision: str  # "bf16" (autocast) or "no"
 
+    UNKEYED_FIELDS = ("sharings", "inits", "reduced", "full")  # they only choose runs (Preset.grid_context)
+
     PRESETS = {
         "smoke": dict(model="smollm2-135m", corpus="shakespeare", seq_len=32, batch_size=2, micro_batch_size=2,
                       steps=2, lr=1e-3, warmup_steps=1, eval_every=2, val_windows=2, n_eval_windows=2, n_loops=2,
                       sharings=("cycle", "middle_cycle"), inits=("stepwise",), reduced=(("cycle", "stepwise"),),
                       full=False, seed=0, precision="bf16"),
-        # chapter 1's cpu recipe (24.6k tokens per run, its swept learning rate): 16 runs, ~30 min on 2 cores
-        "cpu": dict(model="smollm2-135m", corpus="gutenberg-poetry", seq_len=128, batch_size=4, micro_batch_size=4,
+        # chapter 1's cpu recipe (24.6k tokens per run, its swept learning rate): 16 runs, ~28 min on 2 cores, so the
+        # cpu profile leaves the study to cpu-long (below; the cpu preset has no runs)
+        "cpu-long": dict(model="smollm2-135m", corpus="gutenberg-poetry", seq_len=128, batch_size=4, micro_batch_size=4,
                     steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=32, n_loops=2,
                     sharings=looping.SHARINGS, inits=("stepwise", "average", "upper"),
                     reduced=(("cycle", "stepwise"), ("cycle", "average"), ("sequence", "average")), full=True,
@@ -284,6 +301,7 @@ class UptrainConfig(Preset):
                     reduced=(("cycle", "stepwise"), ("cycle", "average"), ("sequence", "average")), full=True,
                     seed=0, precision="bf16"),
     }
+    PRESETS["cpu"] = {**PRESETS["cpu-long"], "sharings": (), "inits": (), "reduced": (), "full": False}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sharings", tuple(self.sharings))

@@ -124,7 +124,7 @@ def run_grid(cfg: MoRConfig, work: Path, runs: list[MoRVariant] | None = None) -
     cfg.text().save_vocabulary(work)
     held = windows(cfg)
     return experiments.run_grid(variants(cfg) if runs is None else runs, work,
-                                lambda v, slot: run_variant(v, cfg, slot, held), context=(cfg,),
+                                lambda v, slot: run_variant(v, cfg, slot, held), context=(cfg.grid_context(),),
                                 modules=CODE_MODULES, desc="runs")
 
 

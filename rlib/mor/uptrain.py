@@ -73,5 +73,6 @@ def run_grid(cfg: UptrainConfig, work: Path, source: Decoder | None = None) -> l
     source = source if source is not None else load_source(cfg)
     cfg.check_model(source.config.n_layers)
     test = data.heldout_windows(cfg.corpus, cfg.model, cfg.seq_len, cfg.n_eval_windows, split="test", seed=0)
-    return run_grid_of(uptrain_runs(cfg), work, lambda r, slot: run_one(r, cfg, source, slot, test), context=(cfg,),
+    return run_grid_of(uptrain_runs(cfg), work, lambda r, slot: run_one(r, cfg, source, slot, test),
+                       context=(cfg.grid_context(),),
                        modules=CODE_MODULES, desc="up-training")

@@ -12,7 +12,6 @@ with which seed:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from rlib import looping, sources
@@ -71,6 +70,8 @@ class RecursiveConfig(Preset):
     step0_tasks: bool = True  # also score the task suite at step 0 (Table F.1's rows; the paper reports only the
     # uptrained models, so this column is the book's own)
 
+    UNKEYED_FIELDS = EXTENSION_FIELDS  # left out of the run cache's key (Preset.grid_context)
+
     PRESETS = {
         "smoke": dict(
             model="smollm2-135m", train_corpus="shakespeare", shift_corpus="python-stdlib", shift_recursive=False,
@@ -127,11 +128,6 @@ class RecursiveConfig(Preset):
             raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
         if self.train_corpus not in self.eval_corpora:
             raise ConfigError(f"eval_corpora {self.eval_corpora} must include train_corpus {self.train_corpus!r}")
-
-    def grid_context(self) -> dict:
-        """The settings that decide the training runs (the run cache's key): every field but those that only add runs
-        (`EXTENSION_FIELDS`), so cpu-long's grid reads cpu's runs back."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in EXTENSION_FIELDS}
 
     @property
     def tokenizer(self) -> str:

@@ -88,6 +88,10 @@ class RelaxedConfig(Preset):
     tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
     task_limit: int = 0
 
+    # left out of the run cache's key (Preset.grid_context): changing the workload or the exit rules re-serves the kept
+    # models without retraining any, and cpu-long's added runs leave cpu's keys as they are
+    UNKEYED_FIELDS = SERVING_FIELDS + EXTENSION_FIELDS
+
     PRESETS = {
         "smoke": dict(
             model="smollm2-135m", train_corpus="shakespeare", eval_corpora=("shakespeare",), n_loops=2, seq_len=64,
@@ -179,12 +183,6 @@ class RelaxedConfig(Preset):
         if self.max_batch < 1 or self.max_batch_cap < self.max_batch:
             raise ConfigError(f"max_batch={self.max_batch} must be >= 1 and max_batch_cap={self.max_batch_cap} "
                               ">= max_batch")
-
-    def grid_context(self) -> dict:
-        """The settings that decide the training runs (the run cache's key): every field but the serving study's
-        (changing the workload or the exit rules re-serves the kept models without retraining any) and those that only
-        add runs (`EXTENSION_FIELDS`: cpu-long's grid reads cpu's runs back and trains the added ones)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in SERVING_FIELDS + EXTENSION_FIELDS}
 
     @property
     def tokenizer(self) -> str:
