@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rank", type=int, default=0, help="depth-wise LoRA rank (0: no relaxation)")
     parser.add_argument("--corpus", help="uptraining corpus (default: the preset's train_corpus)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--precision", choices=("no", "bf16"), help="overrides the preset's (bf16: autocast on one "
-                                                                   "process or DDP, FSDP's bf16 parameters under FSDP)")
+    parser.add_argument("--precision", choices=("auto", "no", "bf16"),
+                        help="overrides the preset's (bf16: autocast on one process or DDP, FSDP's bf16 parameters "
+                             "under FSDP; auto: bf16 where the device computes it natively, rlib.precision)")
     for name, kind in (("steps", int), ("lr", float), ("seq_len", int), ("batch_size", int),
                        ("micro_batch_size", int), ("checkpoint_every", int)):
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, help="overrides the preset's")

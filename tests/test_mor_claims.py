@@ -340,9 +340,10 @@ def test_gate_ablation_variants_in_the_grid():
     from rlib.config import ConfigError
     from rlib.mor.config import variants
 
-    tagged = [v for v in variants(CPU) if v.tag in CPU.gate_ablations and v.budget == "flops"]
-    assert sorted((v.tag, v.seed) for v in tagged) == sorted((t, s) for t in CPU.gate_ablations for s in CPU.seeds)
-    assert all(v.spec.n_recursions == CPU.n_recursions for v in tagged)
+    long = MoRConfig.preset("cpu-long")  # the cpu profile leaves the gate ablation to cpu-long
+    tagged = [v for v in variants(long) if v.tag in long.gate_ablations and v.budget == "flops"]
+    assert sorted((v.tag, v.seed) for v in tagged) == sorted((t, s) for t in long.gate_ablations for s in long.seeds)
+    assert all(v.spec.n_recursions == long.n_recursions for v in tagged)
     gated = next(v.spec for v in tagged if v.tag == "rec_gated")
     assert all(gated.capacity(r) == 1.0 for r in range(gated.n_recursions)) and gated.gating == "weighted"
     with pytest.raises(ConfigError, match=r"gate_ablations \['ungated'\] unknown"):
@@ -352,10 +353,11 @@ def test_gate_ablation_variants_in_the_grid():
 def test_the_gate_command_selects_the_runs_the_ablation_compares():
     from rlib.mor.gates import gate_runs, main
 
-    runs = gate_runs(CPU)
-    assert len(runs) == 2 * len(CPU.seeds) + len(CPU.gate_ablations) * len(CPU.seeds)
+    long = MoRConfig.preset("cpu-long")
+    runs = gate_runs(long)
+    assert len(runs) == 2 * len(long.seeds) + len(long.gate_ablations) * len(long.seeds)
     untagged = {(v.spec.routing, v.seed) for v in runs if not v.tag}
-    assert untagged == {(r, s) for r in ("none", "expert") for s in CPU.seeds}
-    assert all(v.budget == "flops" and v.spec.n_recursions == CPU.n_recursions for v in runs)
+    assert untagged == {(r, s) for r in ("none", "expert") for s in long.seeds}
+    assert all(v.budget == "flops" and v.spec.n_recursions == long.n_recursions for v in runs)
     with pytest.raises(SystemExit):  # an unknown profile is refused before any run, naming the choices
         main(["--profile", "nonexistent"])

@@ -390,3 +390,20 @@ def test_a_flat_rt_curve_is_diagnosed_as_a_plateau_not_a_disagreement():
             judged.loc[claim, "evidence"]
     without = _judge({"tasks": means, "task_seeds": per_seed})
     assert without.loc["rt.fig6.rt_ahead_token_level", "diagnosis"] == "disagrees with the paper"
+
+
+def test_cpu_long_extends_chapter_4_under_the_same_keys():
+    """cpu-long reads cpu's task and LM runs back (the same grid keys) and adds recall with MAD's loss, the pre-KV-norm
+    ablation and the 2L Transformer, which the cpu profile leaves out to fit its 30 minutes."""
+    from rlib.recurrent.config import lm_config, lm_runs, task_runs
+    from rlib.recurrent.experiments import lm_grid_key, task_grid_key
+
+    long = RecurrentConfig.preset("cpu-long")
+    assert task_grid_key(CPU) == task_grid_key(long) and lm_grid_key(CPU) == lm_grid_key(long)
+    assert {r.name for r in task_runs(CPU)} < {r.name for r in task_runs(long)}
+    short = {r.name for r in lm_runs(CPU)}
+    added = [r for r in lm_runs(long) if r.name not in short]
+    assert short < {r.name for r in lm_runs(long)}
+    assert {r.kv_norm for r in added} == {True, False} and {r.depth for r in added} == {"shallow", "double"}
+    double = lm_config(next(r for r in added if r.depth == "double"), long, 100)
+    assert (double.n_layers, double.d_model, double.block) == (2 * long.lm_layers, long.lm_width[0], "transformer")

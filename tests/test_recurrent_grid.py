@@ -23,10 +23,11 @@ def test_shallow_models_keep_parameters_within_six_percent_below():
 
 
 def test_run_lists_are_unique_and_pair_every_ablation_rate():
-    cfg = RecurrentConfig.preset("cpu")
+    cfg = RecurrentConfig.preset("cpu-long")  # the profile with every study (cpu leaves the ablations to it)
     runs = lm_runs(cfg)
     names = [r.name for r in runs]
-    assert len(names) == len(set(names)) == 4 * len(cfg.lm_seeds) + 2 * len(cfg.ablation_lrs) - 1
+    assert len(names) == len(set(names)) == (4 + cfg.lm_transformer_2l) * len(cfg.lm_seeds) + 2 * len(
+        cfg.ablation_lrs) - 1
     ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]]
     assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))

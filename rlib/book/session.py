@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlib import paths, threads
+from rlib import paths, precision, threads
 from rlib.config import Preset, check_resources, get_profile
 from rlib.experiments import cache_tally
 from rlib.fsutil import atomic_path
@@ -75,6 +75,7 @@ def environment() -> dict[str, Any]:
         "device": device,
         "torch_threads": torch.get_num_threads(),
         "threads": threads.describe(),
+        "precision": precision.describe(),
     }
 
 

@@ -29,6 +29,7 @@ from rlib.layerskip.sampling import Sampling
 from rlib.layerskip.schedules import CURRICULA, TIME_SCHEDULES
 from rlib.layerskip.speculative import REUSE_MODES
 from rlib.model import DecoderConfig
+from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
 from rlib.vocab import ScratchText
 
@@ -77,7 +78,7 @@ class LayerSkipConfig(Preset):
     val_windows: int  # held-out windows of the Fig. 11 probe
     eval_windows: int  # held-out windows of the per-exit tables
     probe_points: int  # Fig. 11 points per run
-    precision: str
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     decode_exits: tuple[int, ...]  # E of the self-speculation tables (layers that draft)
     decode_drafts: tuple[int, ...]  # d
     decode_reuses: tuple[str, ...]  # cache reuse modes timed (Table 6)
@@ -103,7 +104,7 @@ class LayerSkipConfig(Preset):
             n_kv_heads=1, head_dim=64, d_ffn=384, n_layers=12, seq_len=128, steps=400, batch_size=16,
             micro_batch_size=16, lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
             curriculum="rotational", rotation=0, recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=(),
-            val_windows=32, eval_windows=64, probe_points=6, precision="bf16", decode_exits=(2, 3, 6),
+            val_windows=32, eval_windows=64, probe_points=6, precision="auto", decode_exits=(2, 3, 6),
             decode_drafts=(2, 4),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=8, decode_prompt_len=32, decode_new_tokens=64,
             decode_repeats=2, decode_temperature=1.0),
@@ -113,7 +114,7 @@ class LayerSkipConfig(Preset):
             lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational",
             rotation=0, recipes=tuple(RECIPES), seeds=(0, 1, 2), spread_recipes=tuple(RECIPES), val_windows=128,
             eval_windows=256,
-            probe_points=10, precision="bf16", decode_exits=(4, 8, 12), decode_drafts=(2, 4, 8),
+            probe_points=10, precision="auto", decode_exits=(4, 8, 12), decode_drafts=(2, 4, 8),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
             decode_repeats=3, decode_temperature=0.0),
     }
@@ -145,8 +146,7 @@ class LayerSkipConfig(Preset):
             raise ConfigError(f"d_model={self.d_model} must equal n_heads * head_dim = {self.n_heads * self.head_dim}")
         if not self.seeds:
             raise ConfigError("seeds must name at least one seed")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
         for name in ("decode_exits", "decode_drafts", "decode_reuses"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         bad = [e for e in self.decode_exits if not 1 <= e < self.n_layers]
@@ -267,7 +267,7 @@ class AdaptConfig(Preset):
     batch_size: int
     micro_batch_size: int
     warmup_steps: int
-    precision: str  # "bf16" (autocast) or "no"
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     seed: int
     eval_corpora: tuple[str, ...]  # held-out perplexity per exit on each
     eval_windows: int
@@ -287,7 +287,7 @@ class AdaptConfig(Preset):
 
     PRESETS = {
         "smoke": dict(
-            model="smollm2-135m", seq_len=32, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="bf16",
+            model="smollm2-135m", seq_len=32, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="auto",
             seed=0, eval_corpora=("shakespeare",), eval_windows=2, exit_stride=10, tasks=("book_cloze",),
             task_items=2, decode_exits=(10,), decode_drafts=(2,), decode_reuses=("kvq",), decode_prompts=1,
             decode_prompt_len=8, decode_new_tokens=4, decode_repeats=1, decode_temperature=1.0,
@@ -302,7 +302,7 @@ class AdaptConfig(Preset):
         # continual study decodes held-out poetry by sampling at T = 1 (greedily its LD+EE model looped: distinct-2
         # 0.38 in the 2026-11-24 run); the code study decodes HumanEval greedily (distinct-2 0.85), as Table 4
         "cpu": dict(
-            model="smollm2-135m", seq_len=128, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
+            model="smollm2-135m", seq_len=128, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="auto",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=16,
             exit_stride=3, tasks=EXIT_TASKS, task_items=100, decode_exits=(8, 15), decode_drafts=(2, 4),
             decode_reuses=("kvq",), decode_prompts=3, decode_prompt_len=32, decode_new_tokens=40, decode_repeats=1,
@@ -311,7 +311,7 @@ class AdaptConfig(Preset):
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
                      )),
         "gpu": dict(
-            model="smollm2-135m", seq_len=512, batch_size=32, micro_batch_size=16, warmup_steps=50, precision="bf16",
+            model="smollm2-135m", seq_len=512, batch_size=32, micro_batch_size=16, warmup_steps=50, precision="auto",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=128,
             exit_stride=1, tasks=EXIT_TASKS, task_items=200, decode_exits=(6, 10, 15, 20), decode_drafts=(2, 4, 8),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
@@ -350,8 +350,7 @@ class AdaptConfig(Preset):
         unknown = [t for t in self.tasks if t not in EXIT_TASKS]
         if unknown:
             raise ConfigError(f"tasks {unknown} cannot be read per exit; choose from {list(EXIT_TASKS)}")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
         if min(self.exit_stride, self.eval_windows, self.task_items, self.batch_size) < 1:
             raise ConfigError("exit_stride, eval_windows, task_items and batch_size must be >= 1")
         unknown = [r for r in self.decode_reuses if r not in REUSE_MODES]
@@ -427,7 +426,7 @@ class ParseConfig(Preset):
     batch_size: int
     micro_batch_size: int
     warmup_steps: int
-    precision: str  # "bf16" (autocast) or "no"
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     seed: int
     p_max: float  # layer dropout at the last layer (recipes with LD)
     e_scale: float  # early-exit loss scale (recipes with EE)
@@ -446,7 +445,7 @@ class ParseConfig(Preset):
     PRESETS = {
         "smoke": dict(
             model="smollm2-135m", recipes=("ld_ee",), train_examples=64, test_examples=4, seq_len=32, steps=2,
-            lr=3e-4, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="bf16", seed=0, p_max=0.2,
+            lr=3e-4, batch_size=2, micro_batch_size=2, warmup_steps=1, precision="auto", seed=0, p_max=0.2,
             e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=10, decode_exits=(10,), decode_drafts=(3,),
             decode_reuses=("kvq",), decode_prompts=1, decode_new_tokens=8, decode_repeats=1, decode_peers=False,
             decode_draft_vocab=True),
@@ -454,14 +453,14 @@ class ParseConfig(Preset):
         # exit's loss from step 80; 35 min alone), EM at 16 exits, decoding until EOS
         "cpu-long": dict(
             model="smollm2-135m", recipes=("baseline", "ld_ee"), train_examples=2000, test_examples=200,
-            seq_len=128, steps=160, lr=3e-4, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="bf16",
+            seq_len=128, steps=160, lr=3e-4, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="auto",
             seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0, exit_stride=2,
             decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"), decode_prompts=10,
             decode_new_tokens=50, decode_repeats=1, decode_peers=True, decode_draft_vocab=True),
         "gpu": dict(
             model="smollm2-135m", recipes=("baseline", "ld", "ee", "ld_ee"), train_examples=2200,
             test_examples=250, seq_len=256, steps=600, lr=1e-4, batch_size=32, micro_batch_size=16,
-            warmup_steps=30, precision="bf16", seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0,
+            warmup_steps=30, precision="auto", seed=0, p_max=0.2, e_scale=1.0, curriculum="gradual", rotation=0,
             exit_stride=1, decode_exits=(8, 15, 22), decode_drafts=(3, 7), decode_reuses=("kvq", "kv", "none"),
             decode_prompts=100, decode_new_tokens=50, decode_repeats=3, decode_peers=True, decode_draft_vocab=True),
     }
@@ -486,8 +485,7 @@ class ParseConfig(Preset):
         if not 0 <= self.p_max <= 1 or self.e_scale < 0 or self.rotation < 0:
             raise ConfigError(f"p_max={self.p_max} must lie in [0, 1], e_scale={self.e_scale} and "
                               f"rotation={self.rotation} must be >= 0")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
         unknown = [r for r in self.decode_reuses if r not in REUSE_MODES]
         if unknown or "kvq" not in self.decode_reuses:
             raise ConfigError(f"decode_reuses {list(self.decode_reuses)} must include 'kvq' and name only "

@@ -33,6 +33,7 @@ from rlib.looping import Looping
 from rlib.model import Decoder, DecoderConfig
 from rlib.model.convert import empty_decoder
 from rlib.mor.spec import MoRSpec
+from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
 from rlib.vocab import ScratchText
 
@@ -99,7 +100,7 @@ class MoRConfig(Preset):
     eval_windows: int
     evals_per_run: int  # validation points per run (the loss-vs-compute curves of Fig. 3)
     decode_windows: int  # windows decoded token by token for the causal-routing agreement
-    precision: str
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     head_dim: int = 64
     gate_ablations: tuple[str, ...] = ()  # GATE_ABLATIONS at the isoFLOP budget, every seed (ours)
 
@@ -114,7 +115,7 @@ class MoRConfig(Preset):
             d_ffn=128, n_layers=8, seq_len=32, n_recursions=3, extra_recursions=(), budget=4e8, ablation_tokens=256,
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
-            decode_windows=1, precision="bf16", head_dim=32, gate_ablations=("ec_replace", "rec_gated")),
+            decode_windows=1, precision="auto", head_dim=32, gate_ablations=("ec_replace", "rec_gated")),
         # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the router and gate
         # ablations are cpu-long's (below)
         "cpu": dict(
@@ -122,14 +123,14 @@ class MoRConfig(Preset):
             n_kv_heads=2, d_ffn=768, n_layers=14, seq_len=256, n_recursions=3, extra_recursions=(2,), budget=5e12,
             ablation_tokens=160_000, batch_size=16, micro_batch_size=16, lr=3e-3, warmup_frac=0.05, seeds=(0, 1),
             router_ablations=(), sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True,
-            val_windows=32, eval_windows=64, evals_per_run=6, decode_windows=8, precision="bf16", gate_ablations=()),
+            val_windows=32, eval_windows=64, evals_per_run=6, decode_windows=8, precision="auto", gate_ablations=()),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             d_ffn=1536, n_layers=14, seq_len=512, n_recursions=3, extra_recursions=(2, 4), budget=2e15,
             ablation_tokens=50_000_000, batch_size=64, micro_batch_size=32, lr=3e-3, warmup_frac=0.05,
             seeds=(0, 1, 2), router_ablations=tuple(ROUTER_ABLATIONS),
             sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=128,
-            eval_windows=256, evals_per_run=10, decode_windows=32, precision="bf16", gate_ablations=GATE_ABLATIONS),
+            eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS),
     }
     # cpu-long: the cpu grid (read back from cpu's run folders) plus the router rows of Tables 4/10/11 and the gate
     # ablation at every seed (10 runs, about 11 min on 2 cores)
@@ -149,8 +150,7 @@ class MoRConfig(Preset):
                 raise ConfigError(f"n_layers={self.n_layers}: Middle-Cycle needs (L - 2) divisible by Nr={nr}")
         if self.d_model != self.n_heads * self.head_dim:
             raise ConfigError(f"d_model={self.d_model} must equal n_heads * head_dim = {self.n_heads * self.head_dim}")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
 
     def base_config(self, vocab_size: int) -> DecoderConfig:
         return DecoderConfig(
@@ -278,7 +278,7 @@ class UptrainConfig(Preset):
     reduced: tuple[tuple[str, str], ...]  # (sharing, init) pairs whose K blocks also run once ("Loop 1")
     full: bool  # also up-train the untied source model (the reference row)
     seed: int
-    precision: str  # "bf16" (autocast) or "no"
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
 
     UNKEYED_FIELDS = ("sharings", "inits", "reduced", "full")  # they only choose runs (Preset.grid_context)
 
@@ -286,20 +286,20 @@ class UptrainConfig(Preset):
         "smoke": dict(model="smollm2-135m", corpus="shakespeare", seq_len=32, batch_size=2, micro_batch_size=2,
                       steps=2, lr=1e-3, warmup_steps=1, eval_every=2, val_windows=2, n_eval_windows=2, n_loops=2,
                       sharings=("cycle", "middle_cycle"), inits=("stepwise",), reduced=(("cycle", "stepwise"),),
-                      full=False, seed=0, precision="bf16"),
+                      full=False, seed=0, precision="auto"),
         # chapter 1's cpu recipe (24.6k tokens per run, its swept learning rate): 16 runs, ~28 min on 2 cores, so the
         # cpu profile leaves the study to cpu-long (below; the cpu preset has no runs)
         "cpu-long": dict(model="smollm2-135m", corpus="gutenberg-poetry", seq_len=128, batch_size=4, micro_batch_size=4,
                     steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=32, n_loops=2,
                     sharings=looping.SHARINGS, inits=("stepwise", "average", "upper"),
                     reduced=(("cycle", "stepwise"), ("cycle", "average"), ("sequence", "average")), full=True,
-                    seed=0, precision="bf16"),
+                    seed=0, precision="auto"),
         "gpu": dict(model="gemma3-270m", corpus="gutenberg-poetry", seq_len=512, batch_size=32, micro_batch_size=16,
                     steps=500, lr=5e-4, warmup_steps=50, eval_every=100, val_windows=64, n_eval_windows=256,
                     n_loops=2, sharings=looping.SHARINGS,
                     inits=("stepwise", "average", "lower", "upper", "random_layers"),
                     reduced=(("cycle", "stepwise"), ("cycle", "average"), ("sequence", "average")), full=True,
-                    seed=0, precision="bf16"),
+                    seed=0, precision="auto"),
     }
     PRESETS["cpu"] = {**PRESETS["cpu-long"], "sharings": (), "inits": (), "reduced": (), "full": False}
 
@@ -318,8 +318,7 @@ class UptrainConfig(Preset):
             raise ConfigError(f"n_loops={self.n_loops}: a recursive run needs at least 2 loops")
         if self.steps < 1 or self.eval_every < 1:
             raise ConfigError(f"steps={self.steps} and eval_every={self.eval_every} must be >= 1")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
 
     def check_model(self, n_layers: int) -> None:
         """Every sharing must accept `n_loops` for the source's depth; raised before any training."""

@@ -27,8 +27,8 @@ from rlib.recurrent.tasks import make_task
 from rlib.recurrent.tiled import tiled_layer
 from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "decode_table", "exactness_table", "run_lm_grid", "run_task_grid",
-           "traffic_table"]
+__all__ = ["CHAPTER", "CODE_MODULES", "decode_table", "exactness_table", "lm_grid_key", "run_lm_grid", "run_task_grid",
+           "task_grid_key", "traffic_table"]
 
 CHAPTER = "04_recurrent_transformer"
 CODE_MODULES = ("rlib.recurrent.experiments", "rlib.recurrent.config", "rlib.recurrent.layer", "rlib.recurrent.model",
@@ -132,10 +132,15 @@ def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
     return {"name": run.name, **dataclasses.asdict(run), "train": trained, "test": evaluate(model, test_data)}
 
 
+def task_grid_key(cfg: RecurrentConfig) -> tuple:
+    """The settings every task run trains under (the task grid's cache key); the seeds and the loss ablation only
+    add runs, each carrying its own, so cpu-long reads cpu's task runs back."""
+    return (cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs, cfg.task_batch,
+            cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe)
+
+
 def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
-    task_fields = (cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs, cfg.task_batch,
-                   cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe)
-    return run_grid(task_runs(cfg), work, lambda r, slot: run_task(r, cfg), context=task_fields,
+    return run_grid(task_runs(cfg), work, lambda r, slot: run_task(r, cfg), context=task_grid_key(cfg),
                     modules=CODE_MODULES, desc="task runs")
 
 
@@ -167,9 +172,13 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
             "tokens": result.tokens, "curve": {"step": curve["step"].tolist(), "val_loss": curve["val_loss"].tolist()}}
 
 
+def lm_grid_key(cfg: RecurrentConfig) -> dict[str, Any]:
+    """The settings every LM run trains under (the LM grid's cache key); seeds, the norm ablation's learning rates
+    and the 2L Transformer only add runs, each carrying its own, so cpu-long reads cpu's LM runs back."""
+    return {f: getattr(cfg, f) for f in ("tokenizer", "corpus", "vocab_size", "lm_seq_len", "lm_layers", "lm_width",
+                                         "lm_batch", "lm_steps", "lm_lr", "lm_val_windows", "lm_test_windows")}
+
+
 def run_lm_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
-    lm_fields = {f: getattr(cfg, f) for f in ("tokenizer", "corpus", "vocab_size", "lm_seq_len", "lm_layers",
-                                              "lm_width", "lm_batch", "lm_steps", "lm_lr", "lm_val_windows",
-                                              "lm_test_windows")}
-    return run_grid(lm_runs(cfg), work, lambda r, slot: run_lm(r, cfg, slot), context=(lm_fields,),
+    return run_grid(lm_runs(cfg), work, lambda r, slot: run_lm(r, cfg, slot), context=(lm_grid_key(cfg),),
                     modules=CODE_MODULES, desc="LM runs")

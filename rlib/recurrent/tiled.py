@@ -85,17 +85,18 @@ def tiled_backward(layer: RTLayer, x: torch.Tensor, positions: torch.Tensor, sav
     delta = torch.zeros_like(lse)  # [B, H, N]
     dz = grad_z.detach().to(z.dtype).clone()  # [B, N, D]: the upstream gradient, plus the persistent pairs'
     for t in reversed(range(n)):
-        if t < n - 1:  # (k_t, v_t) was read by later queries: its gradient is complete now
-            with torch.enable_grad():
-                z_t = z[:, t:t + 1].detach().requires_grad_(True)
-                k_t, v_t = layer.persistent_kv(z_t, positions[t:t + 1])
-                (dz_t,) = torch.autograd.grad((k_t, v_t), z_t, (
-                    _sum_groups(dk[:, :, t:t + 1], kv_heads).to(k_t.dtype),
-                    _sum_groups(dv[:, :, t:t + 1], kv_heads).to(v_t.dtype)))
-            dz[:, t:t + 1] += dz_t
         with torch.enable_grad():
             a_t = a[:, :, t:t + 1].detach().requires_grad_(True)
-            (g_t,) = torch.autograd.grad(layer.post_attention(x[:, t:t + 1].detach(), a_t), a_t, dz[:, t:t + 1])
+            z_t = layer.post_attention(x[:, t:t + 1].detach(), a_t)  # [B, 1, D]: recomputes the saved z_t exactly
+            if t < n - 1:  # (k_t, v_t) was read by later queries: its gradient is complete now, and one backward call
+                # takes the upstream dz_t and the pair's gradient through z_t (their sum is dz_t's total) to a_t
+                k_t, v_t = layer.persistent_kv(z_t, positions[t:t + 1])
+                dz_t, g_t = torch.autograd.grad((z_t, k_t, v_t), (z_t, a_t), (
+                    dz[:, t:t + 1], _sum_groups(dk[:, :, t:t + 1], kv_heads).to(k_t.dtype),
+                    _sum_groups(dv[:, :, t:t + 1], kv_heads).to(v_t.dtype)))
+                dz[:, t:t + 1] = dz_t
+            else:
+                (g_t,) = torch.autograd.grad(z_t, a_t, dz[:, t:t + 1])
         grad_a[:, :, t:t + 1] = g_t
         delta[:, :, t] = (g_t[:, :, 0] * a[:, :, t]).sum(-1)
         if t >= 1:

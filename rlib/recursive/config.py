@@ -18,6 +18,7 @@ from rlib import looping, sources
 from rlib.config import ConfigError, Preset
 from rlib.looping import Looping
 from rlib.model import Decoder
+from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
 
 __all__ = ["EXTENSION_FIELDS", "KINDS", "PRETRAINED_INITS", "RecursiveConfig", "Variant", "source_config", "variants"]
@@ -63,7 +64,7 @@ class RecursiveConfig(Preset):
     tasks: tuple[str, ...]  # local task suite, scored before and after uptraining on the rows a table or claim reads
     # (Table F.1's: the full-size model, each init at B = init_loops, scratch; and the data-shift pair)
     task_limit: int  # items per task
-    precision: str  # "bf16" (autocast in training and perplexity; 2.4x faster on the book's CPU) or "no" (fp32)
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     keep_models: bool  # save the uptrained full and main recursive models (for chapter 02 and lm-eval)
     checkpoint_every: int  # steps between training checkpoints (resume mid-run after a kill); 0 = none (a killed
     # run restarts; finished runs are cached either way)
@@ -78,7 +79,7 @@ class RecursiveConfig(Preset):
             eval_corpora=("shakespeare", "python-stdlib"), seq_len=64, batch_size=2, micro_batch_size=2, steps=3,
             lr=1e-3, warmup_steps=1, eval_every=3, val_windows=2, n_eval_windows=2, init_loops=2,
             inits=("stepwise", "random"), norm_inits=(), seeded_inits=(), seeds=(0,), loops=(2,), kd_alpha=1.0,
-            tasks=("book_nextline",), task_limit=2, precision="bf16", keep_models=False, checkpoint_every=0),
+            tasks=("book_nextline",), task_limit=2, precision="auto", keep_models=False, checkpoint_every=0),
         # 15 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~300 tokens/s; B = 5 and the norm variants of
         # Fig. F.1(b) are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
         "cpu": dict(
@@ -87,7 +88,7 @@ class RecursiveConfig(Preset):
             micro_batch_size=4, steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16,
             n_eval_windows=32, init_loops=2, inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"),
             norm_inits=(), seeded_inits=("stepwise",), seeds=(0, 1), loops=(2, 3), kd_alpha=1.0,
-            tasks=("book_cloze", "book_nextline", "book_code"), task_limit=40, precision="bf16", keep_models=True,
+            tasks=("book_cloze", "book_nextline", "book_code"), task_limit=40, precision="auto", keep_models=True,
             checkpoint_every=0, step0_tasks=False),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", shift_corpus="python-stdlib", shift_recursive=True,
@@ -96,7 +97,7 @@ class RecursiveConfig(Preset):
             eval_every=100, val_windows=64, n_eval_windows=256, init_loops=2,
             inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"), norm_inits=("choice", "zero"),
             seeded_inits=("stepwise", "average", "lower"), seeds=(0, 1, 2), loops=(2, 3), kd_alpha=1.0,
-            tasks=("book_cloze", "book_nextline", "book_code"), task_limit=200, precision="bf16", keep_models=True,
+            tasks=("book_cloze", "book_nextline", "book_code"), task_limit=200, precision="auto", keep_models=True,
             checkpoint_every=250),
         "paper": dict(
             model="hf:google/gemma-2-2b", train_corpus="hf:cerebras/SlimPajama-627B",
@@ -106,7 +107,7 @@ class RecursiveConfig(Preset):
             n_eval_windows=1024, init_loops=2, inits=("stepwise", "average", "lower", "random"),
             norm_inits=("choice", "zero"), seeded_inits=(), seeds=(0,), loops=(2, 3), kd_alpha=1.0,
             tasks=("lambada_openai", "hellaswag", "piqa", "winogrande", "arc_easy", "arc_challenge", "openbookqa"),
-            task_limit=100000, precision="bf16", keep_models=True, checkpoint_every=500),
+            task_limit=100000, precision="auto", keep_models=True, checkpoint_every=500),
     }
     # cpu-long: the cpu grid (read back from cpu's run folders) plus B = 5 (Fig. 4's size sweep past the paper's B = 3,
     # with its truncated and scratch models) and Fig. F.1(b)'s norm variants of the Average init
@@ -124,8 +125,7 @@ class RecursiveConfig(Preset):
             raise ConfigError("seeds must name at least one seed")
         if self.steps < 1 or self.eval_every < 1:
             raise ConfigError(f"steps={self.steps} and eval_every={self.eval_every} must be >= 1")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
         if self.train_corpus not in self.eval_corpora:
             raise ConfigError(f"eval_corpora {self.eval_corpora} must include train_corpus {self.train_corpus!r}")
 

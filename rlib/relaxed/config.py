@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from rlib import looping, sources
 from rlib.config import ConfigError, Preset
+from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
 
 __all__ = ["EXITS", "EXTENSION_FIELDS", "PHASES", "SERVING_FIELDS", "RelaxedConfig", "RelaxedVariant", "main_variants",
@@ -69,7 +70,7 @@ class RelaxedConfig(Preset):
     co_training: bool  # also co-train the main recursive model with aggressive+kd exits (the paper: worse final loop)
     kd_alpha: float  # distillation weight for the KD row of Table I.1 (0 = no KD row)
     long_factor: int  # the "longer uptraining" row: this many times the steps (1 = none)
-    precision: str
+    precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     throughput_requests: int  # paragraphs of `workload_corpus` served (`rlib.serving.workload`)
     prompt_len: int  # the tokens before each paragraph (the paper's prefix 64 in Tables K.3 / K.4)
     new_tokens: int  # the reply cap (the paper's decode 256)
@@ -100,7 +101,7 @@ class RelaxedConfig(Preset):
             rank_inits=("stepwise", "average"),
             extra_ranks=(), zero_inits=("average",), prefix_lengths=(4,), exit_schedules=("none", "aggressive_kd"),
             exit_coef=0.1,
-            co_training=False, kd_alpha=0.0, long_factor=1, precision="bf16", exit_coefs=(0.3,), throughput_requests=4,
+            co_training=False, kd_alpha=0.0, long_factor=1, precision="auto", exit_coefs=(0.3,), throughput_requests=4,
             prompt_len=8, new_tokens=6, max_batch=2, exit_precision=0.5, max_batch_cap=4, exit_fit_windows=2,
             pass_repeats=1),
         # 13 uptraining runs of 48 steps x 4 x 128 tokens, 8 post-training runs of 16 steps, the throughput study
@@ -113,7 +114,7 @@ class RelaxedConfig(Preset):
             inits=("stepwise", "average", "lower"), ranks=(16, 64), rank_inits=("stepwise", "average"), extra_ranks=(),
             zero_inits=("average", "lower"), prefix_lengths=(),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
-            exit_coef=0.1, co_training=False, kd_alpha=1.0, long_factor=1, precision="bf16",
+            exit_coef=0.1, co_training=False, kd_alpha=1.0, long_factor=1, precision="auto",
             exit_coefs=(), served_ranks=(), throughput_requests=96, prompt_len=64, new_tokens=256,
             max_batch=8, exit_precision=0.9, throughput_repeats=1, exit_fit_windows=32, long_context=1024),
         "gpu": dict(
@@ -124,7 +125,7 @@ class RelaxedConfig(Preset):
             extra_ranks=(256, 512),
             zero_inits=("average", "lower"), prefix_lengths=(64, 256),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
-            exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="bf16",
+            exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="auto",
             throughput_requests=1024, prompt_len=64, new_tokens=256, max_batch=64, exit_precision=0.9,
             throughput_repeats=3, max_batch_cap=512, exit_fit_windows=128, long_context=2048),
         "paper": dict(
@@ -137,7 +138,7 @@ class RelaxedConfig(Preset):
             zero_inits=("average", "lower"),
             prefix_lengths=(256, 512, 1024, 2048),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"), exit_coef=0.1, co_training=True,
-            kd_alpha=1.0, long_factor=4, precision="bf16", throughput_requests=20000, prompt_len=64,
+            kd_alpha=1.0, long_factor=4, precision="auto", throughput_requests=20000, prompt_len=64,
             new_tokens=256, max_batch=111, exit_precision=0.9, max_batch_cap=1024, exit_fit_windows=256,
             long_context=2560, workload_corpus="hf:cerebras/SlimPajama-627B"),
     }
@@ -166,8 +167,7 @@ class RelaxedConfig(Preset):
         if any(r < 1 for r in self.ranks + self.extra_ranks + self.high_ranks):
             raise ConfigError(f"ranks {self.ranks + self.extra_ranks + self.high_ranks} must be >= 1 (rank 0 is the "
                               "recursive model)")
-        if self.precision not in ("no", "bf16"):
-            raise ConfigError(f"precision={self.precision!r}: use 'bf16' or 'no'")
+        object.__setattr__(self, "precision", resolve_precision(self.precision))  # "auto" -> bf16 or fp32 here
         bad = [c for c in self.exit_coefs if not 0 < c <= 1]
         if bad:
             raise ConfigError(f"exit_coefs {bad} must lie in (0, 1] (the paper: 0.3, 0.1, 0.05, 0.01)")
