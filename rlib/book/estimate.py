@@ -8,7 +8,10 @@ Per chapter, in book order:
   - what its run grid has cached (`runs/.work/<profile>/<chapter>/*/result.json`): those runs are read,
     not trained, so the chapter will take less than its last uncached time;
   - the expected time now: 0 when up to date, else the last run's wall time,
-and the total against the profile's book budget. Nothing is run or written.
+and the total against the profile's book budget, then the machine those times were measured on beside this one
+(its CPU, whether it computes bf16 natively, its speed factor): the budgets hold on the reference machine, and a
+machine without native bf16 trains the presets' "auto" precision in fp32 and takes about 2-3x longer. Nothing is
+written.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class ChapterEstimate:
     cached_runs: int
     cached_newest: float | None  # mtime of the newest result.json
     expected_s: float | None
+    device: str | None = None  # the processor the last wall time was measured on
 
 
 def _read(path: Path) -> dict | None:
@@ -53,9 +57,10 @@ def estimate(profile: str, only: list[str] | None = None, cli_params: list[str] 
     for item in plan(manifest, profile, only, cli_params or []):
         ch = item.chapter
         prov = _read(profile_dir(profile) / ch.id / "provenance.json")
-        wall, source, threads = None, "no run", None
+        wall, source, threads, device = None, "no run", None, None
         if prov:
             env = prov.get("environment") or {}
+            device = (env.get("device") or {}).get("name")
             wall, source = prov.get("wall_s"), f"last run {prov.get('started', '?')[:16]}"
             threads = (env.get("threads") or {}).get("torch") or env.get("torch_threads")
             tally = prov.get("run_cache") or {}
@@ -63,13 +68,14 @@ def estimate(profile: str, only: list[str] | None = None, cli_params: list[str] 
                 source += f" ({tally['read']} of {tally['read'] + tally['computed']} grid results read from cache)"
         elif ch.id in promoted and promoted[ch.id].get("profile") == profile:
             wall, source = promoted[ch.id].get("wall_s"), f"promoted run {promoted[ch.id].get('started', '?')[:16]}"
+            device = (promoted[ch.id].get("device") or {}).get("name")
         up_to_date = bool(prov) and is_up_to_date(item, profile)
         state = ("up to date" if up_to_date else "failed" if failed_dir(profile, ch.id).exists()
                  else "stale" if prov else "never run")
         results = sorted(work_root(profile, ch.id).glob("*/result.json"))
         newest = max((r.stat().st_mtime for r in results), default=None)
         expected = 0.0 if up_to_date else wall
-        rows.append(ChapterEstimate(ch.id, state, wall, source, threads, len(results), newest, expected))
+        rows.append(ChapterEstimate(ch.id, state, wall, source, threads, len(results), newest, expected, device))
     return rows
 
 
@@ -100,4 +106,26 @@ def format_estimate(profile: str, rows: list[ChapterEstimate]) -> str:
         lines.append(f"not run in this profile (no {profile} preset): {', '.join(outside)}")
     lines.append("expected = 0 for an up-to-date chapter (skipped), else its last wall time; cached runs of a stale "
                  "chapter are read back, not retrained, so it takes less when they are still valid")
+    lines += machine_lines(rows)
     return "\n".join(lines)
+
+
+def machine_lines(rows: list[ChapterEstimate]) -> list[str]:
+    """Where the times were measured against this machine: its CPU, native bf16 and speed factor."""
+    from rlib import precision
+    from rlib.book.session import _cpu_name
+    from rlib.book.speed import speed_factor
+
+    info = precision.describe()
+    factor, _ = speed_factor()
+    here = _cpu_name()
+    lines = [f"this machine: {here} ({info['cpu_capability']}), bf16 native: {'yes' if info['bf16_native'] else 'no'} "
+             f"(precision 'auto' trains in {'bf16' if info['bf16_native'] else 'fp32'}), speed factor {factor:.2f} "
+             "against the reference machine's fp32 matmuls"]
+    measured = sorted({r.device for r in rows if r.device})
+    if measured:
+        lines.append(f"the times above were measured on: {'; '.join(measured)}")
+    if any(d != here for d in measured) or not info["bf16_native"] or factor > 1.2:
+        lines.append("on another machine expect other times: a CPU without native bf16 takes about 2-3x the "
+                     "reference's (README, 'Machines and precision')")
+    return lines
