@@ -132,7 +132,8 @@ def perplexity(
     device: str | torch.device = "cpu",
     skip_first: int = 1,
     progress: bool = True,
-) -> dict[str, float | int | str]:
+    per_window: bool = False,
+) -> dict[str, float | int | str | list[float]]:
     """Mean next-token NLL and perplexity of `model` over held-out `windows` [N, T].
 
     Each window is scored independently: tokens 0..skip_first-1 are context only and tokens
@@ -143,7 +144,9 @@ def perplexity(
 
     Returns nll (nats per predicted token), nll_se (standard error over windows), ppl = exp(nll),
     n_tokens (predicted), n_windows, seconds, tokens_per_s (input tokens through the model per
-    second, loss included), batch_size (as used) and dtype (as run).
+    second, loss included), batch_size (as used) and dtype (as run); with `per_window`, also
+    per_window: each window's mean NLL per predicted token (for paired comparisons of two models or settings
+    on the same windows).
     """
     if windows.ndim != 2 or windows.shape[1] <= skip_first or skip_first < 1:
         raise ValueError(f"windows must be [N, T] with T > skip_first >= 1; got {tuple(windows.shape)}")
@@ -162,11 +165,12 @@ def perplexity(
             nll[start : start + len(ids)] = _token_nll(logits, ids, skip_first).cpu().double().sum(1)
             del logits
     seconds = time.perf_counter() - t0
-    per_window = nll / (t - skip_first)  # [N] mean NLL per token of each window
+    window_nll = nll / (t - skip_first)  # [N] mean NLL per token of each window
     mean = float(nll.sum()) / (n * (t - skip_first))
-    return {
+    extra = {"per_window": window_nll.tolist()} if per_window else {}
+    return {**extra,
         "nll": mean,
-        "nll_se": float(per_window.std() / math.sqrt(n)) if n > 1 else float("nan"),
+        "nll_se": float(window_nll.std() / math.sqrt(n)) if n > 1 else float("nan"),
         "ppl": math.exp(mean),
         "n_tokens": n * (t - skip_first),
         "n_windows": n,

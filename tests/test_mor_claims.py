@@ -228,6 +228,10 @@ def test_throughput_and_test_time_scaling_flip(committed):
     ec = depth["label"].isin(["MoR-3 EC", "MoR-2 EC"])
     falling = depth.assign(nll=np.where(ec, 7.0 - depth["depth_cap"], depth["nll"]))
     assert verdict({**committed, "depth_scaling": falling}, "mor.fig5c.test_time_scaling") == "held"
+    # a failing step is measured against its paired standard error, when the table has one
+    noisy = depth.assign(step_se=np.where(depth["depth_cap"] > 1, 0.002, np.nan))
+    row = judged({**committed, "depth_scaling": noisy}).loc["mor.fig5c.test_time_scaling"]
+    assert row["verdict"] == "not held" and "seed 1 cap 2 -> 3: +0.0006 = +0.30 s.e." in row["measured"]
 
 
 def test_kv_share_at_isoflop_follows_the_first_seeds_difference(committed):

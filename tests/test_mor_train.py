@@ -67,6 +67,10 @@ def test_depth_scaling_and_decode_agreement():
     model = build(tiny_config(4), L, MoRSpec.expert(3))
     table = analysis.depth_scaling(model, x)
     assert table["depth_cap"].tolist() == [1, 2, 3] and table["nll"].notna().all()
+    # paired standard errors: none at cap 1, the step from cap 1 to 2 is the gain at cap 2, both finite
+    assert table["step_se"].isna().tolist() == [True, False, False] and table["gain_se"].isna().tolist() == [
+        True, False, False]
+    assert table["step_se"].iloc[1] == table["gain_se"].iloc[1] and (table["gain_se"].iloc[1:] >= 0).all()
     everyone = build(tiny_config(4), L, MoRSpec.expert(3, capacities=(1.0, 1.0, 1.0)))
     agree = analysis.decode_agreement(everyone, x)
     assert agree["depth_agreement"] == 1.0

@@ -82,13 +82,27 @@ def router_outputs(model: MoRDecoder, windows: torch.Tensor, batch_size: int = 8
 
 @torch.no_grad()
 def depth_scaling(model: MoRDecoder, windows: torch.Tensor, batch_size: int = 8, mode: str = "topk") -> pd.DataFrame:
-    """Held-out NLL with the recursion depth capped at 1..Nr (Fig. 5c)."""
+    """Held-out NLL with the recursion depth capped at 1..Nr (Fig. 5c), with the standard errors the paper's bars
+    need: `step_se` of the change from cap d - 1 to d and `gain_se` of the cumulative gain nll(1) - nll(d), both
+    paired over the same windows (a window's NLL varies far more across windows than across caps)."""
     model.eval()
-    rows = []
+    rows, first, previous = [], None, None
     for cap in range(1, len(model.recursions) + 1):
         capped = lambda ids, cap=cap: model(ids, mode=mode, depth_cap=cap)  # noqa: E731
-        rows.append({"depth_cap": cap, "nll": rl_eval.perplexity(capped, windows, batch_size, progress=False)["nll"]})
+        scored = rl_eval.perplexity(capped, windows, batch_size, progress=False, per_window=True)
+        window = torch.tensor(scored["per_window"], dtype=torch.float64)  # [N]
+        first = window if first is None else first
+        rows.append({"depth_cap": cap, "nll": scored["nll"], "step_se": _paired_se(previous, window),
+                     "gain_se": _paired_se(first, window) if cap > 1 else float("nan")})
+        previous = window
     return pd.DataFrame(rows)
+
+
+def _paired_se(before: torch.Tensor | None, after: torch.Tensor) -> float:
+    """Standard error of the mean per-window difference (nan without a pair or with one window)."""
+    if before is None or len(after) < 2:
+        return float("nan")
+    return float((before - after).std() / len(after) ** 0.5)
 
 
 @torch.no_grad()

@@ -875,15 +875,22 @@ def _test_time_scaling(tables, cfg) -> Verdict:
     ec = depth[depth["label"].map(lambda s: bool(re.fullmatch(r"MoR-\d+ EC", s)))]
     if len(ec) == 0:
         raise Missing("needs: depth_scaling.csv rows of a MoR EC model")
-    parts, held = [], True
+    parts, held, noise = [], True, []
     for (label, seed), g in ec.groupby(["label", "seed"]):
-        nll = g.sort_values("depth_cap")["nll"].to_numpy()
-        falls = bool(np.all(np.diff(nll) < 0))
+        g = g.sort_values("depth_cap")
+        nll = g["nll"].to_numpy()
+        steps = np.diff(nll)
+        falls = bool(np.all(steps < 0))
         held &= falls
         parts.append(f"{label} seed {seed}: " + " -> ".join(f"{v:.4f}" for v in nll) + ("" if falls else " (fails)"))
+        step_se = g["step_se"].to_numpy()[1:] if "step_se" in g else np.full(len(steps), np.nan)
+        noise += [f"{label} seed {seed} cap {d + 1} -> {d + 2}: {step:+.4f} = {step / se:+.2f} s.e."
+                  for d, (step, se) in enumerate(zip(steps, step_se)) if step >= 0 and np.isfinite(se) and se > 0]
     measured = "; ".join(parts)
     if held:
         return Verdict(True, measured)
+    if noise:  # the paired standard error of each failing step says whether the test could see a change that small
+        measured += "; failing steps, paired over the test windows: " + "; ".join(noise)
 
     def gain(g: pd.DataFrame) -> float:
         g = g.sort_values("depth_cap")["nll"]

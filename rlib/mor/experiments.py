@@ -107,7 +107,9 @@ def run_variant(variant: MoRVariant, cfg: MoRConfig, slot: experiments.RunSlot,
     if routed and model.recursions:  # sequence orders have no recursion to route or cap
         after["nll_causal"] = test_nll(model, held["test"], cfg, mode="causal")
         after["routing"] = analysis.routing_metrics(model, held["test"], cfg.micro_batch_size)
-        after["depth_scaling"] = analysis.depth_scaling(model, held["test"], cfg.micro_batch_size)["nll"].tolist()
+        scaling = analysis.depth_scaling(model, held["test"], cfg.micro_batch_size)
+        after["depth_scaling"] = scaling["nll"].tolist()
+        after["depth_scaling_se"] = {"step": scaling["step_se"].tolist(), "gain": scaling["gain_se"].tolist()}
     (io.save if routed else convert.save)(model, slot.folder / "model")
     slot.drop_checkpoint()
     return {"name": variant.name, "label": variant.label, "tag": variant.tag, "budget": variant.budget,

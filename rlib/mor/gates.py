@@ -3,7 +3,8 @@
 MoR-EC adds each recursion as x + g f(x) (g the router's score) while the Recursive baseline runs x <- f(x), so the
 two differ in routing and in a gate. This runs only the chapter grid's runs that separate them (the main Nr's
 isoFLOP Recursive and MoR-EC runs and `MoRConfig.gate_ablations`, every seed), in the chapter's own work folder, so a
-later chapter run reuses them (cpu-long's runs live in cpu's folder), then prints the `gates` table and the ledger's verdict of `mor.ours.gate_ablation`.
+later chapter run reuses them (cpu-long's runs live in cpu's folder), then prints the `gates` table and the ledger's
+verdict of `mor.ours.gate_ablation`.
 """
 
 from __future__ import annotations

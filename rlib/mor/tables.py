@@ -138,13 +138,19 @@ def kv_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def depth_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """Fig. 5c: test NLL with the recursion depth capped, for every routed isoFLOP run."""
+    """Fig. 5c: test NLL with the recursion depth capped, for every routed isoFLOP run; `gain` = nll(cap 1) - nll(cap)
+    (the figure's cumulative log-likelihood improvement, per token), with paired standard errors of that gain and of
+    the step from the cap before (`gain_se`, `step_se`)."""
     rows = []
     for r in results:
         if r["budget"] != "flops" or r["tag"] or "depth_scaling" not in r["after"]:
             continue
-        for cap, nll in enumerate(r["after"]["depth_scaling"], start=1):
-            rows.append({"label": r["label"], "seed": r["seed"], "depth_cap": cap, "nll": nll})
+        nlls = r["after"]["depth_scaling"]
+        se = r["after"].get("depth_scaling_se", {})  # runs recorded before the paired errors have none
+        for cap, nll in enumerate(nlls, start=1):
+            rows.append({"label": r["label"], "seed": r["seed"], "depth_cap": cap, "nll": nll,
+                         "gain": nlls[0] - nll, "gain_se": (se.get("gain") or [np.nan] * len(nlls))[cap - 1],
+                         "step_se": (se.get("step") or [np.nan] * len(nlls))[cap - 1]})
     return pd.DataFrame(rows)
 
 
