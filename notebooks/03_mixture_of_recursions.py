@@ -29,9 +29,9 @@
 # * the decode-time question the paper leaves open: does the causal router reproduce the training top-k?
 #
 # The `cpu` profile keeps this chapter within 40 minutes on 2 cores; the `cpu-long` profile reads its runs back and
-# adds the studies that do not fit: the router ablations of Tables 4/10/11, the gate ablation (ours) and Table 9's
-# up-training. The book's claims ledger takes each of their rows from the promoted `cpu-long` run and names that
-# profile.
+# adds the studies that do not fit: the router ablations of Tables 4/10/11, the gate ablation (ours), Table 13's
+# relaxations and Table 9's up-training. The book's claims ledger takes each of their rows from the promoted
+# `cpu-long` run and names that profile.
 
 # %% tags=["parameters"]
 profile: str = "smoke"  # smoke | cpu | cpu-long | gpu (presets in rlib.mor.config.MoRConfig)
@@ -133,6 +133,19 @@ if cfg.gate_ablations:
 # %%
 run.table(tables.sharing_table(results), "sharing")
 run.table(tables.kv_table(results), "kv_sharing");
+
+# %% [markdown]
+# ## Relaxing the sharing (Table 13)
+#
+# The paper relaxes the Recursive Middle-Cycle model trained from scratch and finds no substantial gain: a trainable
+# vector per recursion times its output (Enc), a LoRA on the query and value projections at every recursion depth,
+# and an adaptation prompt per depth, the last also with recursive KV sharing. The LoRA rank and the prompt length
+# scale with this chapter's width and context (`relax_rank`, `relax_len`); DoRA has no adapter in the book. Four
+# runs at the ablation budget: the `cpu-long` profile's.
+
+# %%
+if cfg.relaxations:
+    run.table(tables.relaxation_table(results), "relaxation");
 
 # %% [markdown]
 # ## Test-time depth scaling (Fig. 5c)

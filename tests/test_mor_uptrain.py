@@ -129,7 +129,7 @@ def test_cpu_long_extends_chapter_3_under_the_same_keys():
     short = {v.name for v in variants(cpu)}
     added = [v for v in variants(long) if v.name not in short]
     assert short < {v.name for v in variants(long)}
-    assert {v.tag for v in added} == {*GATE_ABLATIONS, *long.router_ablations}
+    assert {v.tag for v in added} == {*GATE_ABLATIONS, *long.router_ablations, *long.relaxations}
     assert not uptrain_runs(UptrainConfig.preset("cpu")) and len(uptrain_runs(UptrainConfig.preset("cpu-long"))) == 16
     # a field that changes how a run trains stays in the key
     assert cpu.grid_context() != cpu.override(lr=1e-3).grid_context()

@@ -37,8 +37,8 @@ from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
 from rlib.vocab import ScratchText
 
-__all__ = ["BUDGETS", "GATE_ABLATIONS", "ROUTER_ABLATIONS", "gate_ablation_spec", "BudgetSweepConfig", "MoRConfig",
-           "MoRVariant", "UptrainConfig", "UptrainRun", "unrolled_layers", "uptrain_runs", "variants"]
+__all__ = ["BUDGETS", "GATE_ABLATIONS", "RELAXATIONS", "ROUTER_ABLATIONS", "gate_ablation_spec", "BudgetSweepConfig",
+           "MoRConfig", "MoRVariant", "UptrainConfig", "UptrainRun", "unrolled_layers", "uptrain_runs", "variants"]
 
 
 BUDGETS = ("flops", "tokens", "ablation")
@@ -58,6 +58,13 @@ ROUTER_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 GATE_ABLATIONS = ("ec_alpha1", "ec_replace", "rec_gated")
+
+
+# Table 13 (App. G.2): the Recursive Middle-Cycle model relaxed at the ablation budget; name -> (kv, relax). DoRA, the
+# paper's fourth relaxation, has no adapter in the book (rlib.mor.relaxation)
+RELAXATIONS: dict[str, tuple[str, str]] = {
+    "enc": ("cache", "enc"), "lora": ("cache", "lora"), "adapt_p": ("cache", "adapt_prompt"),
+    "adapt_p_share": ("share", "adapt_prompt")}
 
 
 def gate_ablation_spec(name: str, n_recursions: int) -> MoRSpec:
@@ -103,11 +110,14 @@ class MoRConfig(Preset):
     precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     head_dim: int = 64
     gate_ablations: tuple[str, ...] = ()  # GATE_ABLATIONS at the isoFLOP budget, every seed (ours)
+    relaxations: tuple[str, ...] = ()  # names in RELAXATIONS at the ablation budget (Table 13)
+    relax_rank: int = 16  # Table 13's LoRA rank, scaled with width: the paper's 64 at d 960 is ~1/15 of d
+    relax_len: int = 32  # Table 13's adaptation prompt, scaled with context: the paper's 256 with 2K is 1/8 of it
 
     # fields that only choose which runs exist (each `MoRVariant` carries its spec, budget, seed and tag) or set up a
     # study over trained models: left out of the run cache's key (Preset.grid_context)
     UNKEYED_FIELDS = ("extra_recursions", "seeds", "router_ablations", "sharings", "kv_share_rows", "gate_ablations",
-                      "decode_windows")
+                      "decode_windows", "relaxations", "relax_rank", "relax_len")
 
     PRESETS = {
         "smoke": dict(
@@ -115,7 +125,8 @@ class MoRConfig(Preset):
             d_ffn=128, n_layers=8, seq_len=32, n_recursions=3, extra_recursions=(), budget=4e8, ablation_tokens=256,
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
-            decode_windows=1, precision="auto", head_dim=32, gate_ablations=("ec_replace", "rec_gated")),
+            decode_windows=1, precision="auto", head_dim=32, gate_ablations=("ec_replace", "rec_gated"),
+            relaxations=("enc", "lora", "adapt_p"), relax_rank=4, relax_len=4),
         # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the router and gate
         # ablations are cpu-long's (below)
         "cpu": dict(
@@ -130,12 +141,14 @@ class MoRConfig(Preset):
             ablation_tokens=50_000_000, batch_size=64, micro_batch_size=32, lr=3e-3, warmup_frac=0.05,
             seeds=(0, 1, 2), router_ablations=tuple(ROUTER_ABLATIONS),
             sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=128,
-            eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS),
+            eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS,
+            relaxations=tuple(RELAXATIONS), relax_rank=32, relax_len=64),
     }
-    # cpu-long: the cpu grid (read back from cpu's run folders) plus the router rows of Tables 4/10/11 and the gate
-    # ablation at every seed (10 runs, about 11 min on 2 cores)
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus the router rows of Tables 4/10/11, the gate
+    # ablation at every seed and Table 13's relaxations (14 runs, about 14 min on 2 cores)
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "gate_ablations": GATE_ABLATIONS,
-                           "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "tc_loss_free")}
+                           "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "tc_loss_free"),
+                           "relaxations": tuple(RELAXATIONS)}
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.router_ablations if a not in ROUTER_ABLATIONS]
@@ -145,6 +158,12 @@ class MoRConfig(Preset):
         unknown = [a for a in self.gate_ablations if a not in GATE_ABLATIONS]
         if unknown:
             raise ConfigError(f"gate_ablations {unknown} unknown; choose from {list(GATE_ABLATIONS)}")
+        object.__setattr__(self, "relaxations", tuple(self.relaxations))
+        unknown = [a for a in self.relaxations if a not in RELAXATIONS]
+        if unknown:
+            raise ConfigError(f"relaxations {unknown} unknown; choose from {list(RELAXATIONS)}")
+        if self.relax_rank < 1 or self.relax_len < 1:
+            raise ConfigError(f"relax_rank={self.relax_rank} and relax_len={self.relax_len} must be >= 1")
         for nr in (self.n_recursions, *self.extra_recursions):
             if (self.n_layers - 2) % nr:
                 raise ConfigError(f"n_layers={self.n_layers}: Middle-Cycle needs (L - 2) divisible by Nr={nr}")
@@ -232,6 +251,11 @@ def variants(cfg: MoRConfig) -> list[MoRVariant]:
                  MoRVariant(MoRSpec.token(nr, kv="share"), "ablation", first)]
     for seed in cfg.seeds:  # the gate ablations, paired with the main grid's MoR-EC and Recursive seeds
         runs += [MoRVariant(gate_ablation_spec(name, nr), "flops", seed, tag=name) for name in cfg.gate_ablations]
+    for name in cfg.relaxations:  # Table 13, beside the ablation grid's Recursive rows (with and without KV sharing)
+        kv, relax = RELAXATIONS[name]
+        spec = MoRSpec.recursive(nr, kv=kv, relax=relax, relax_rank=cfg.relax_rank if relax == "lora" else 0,
+                                 relax_len=cfg.relax_len if relax == "adapt_prompt" else 0)
+        runs.append(MoRVariant(spec, "ablation", first, tag=name))
     names = [v.name for v in runs]
     return [v for i, v in enumerate(runs) if v.name not in names[:i]]
 

@@ -39,6 +39,7 @@ from rlib.model.cache import KVCache
 from rlib.model.decoder import Step
 from rlib.model.init import DEFAULT_STD, init_weights
 from rlib.mor import routers as R
+from rlib.mor.relaxation import relax_recursions
 from rlib.mor.spec import MoRSpec
 
 __all__ = ["MODES", "MoRDecoder", "MoRLoss", "Routing", "build", "mor_plan"]
@@ -109,6 +110,10 @@ class MoRDecoder(nn.Module):
         elif spec.routing == "token":
             self.routers.append(R.Router(d, spec.n_recursions, spec.router_arch, seed=1000 * seed))
             self.register_buffer("balance_bias", torch.zeros(spec.n_recursions), persistent=True)
+        if spec.relax == "enc":  # Table 13's Enc: a trainable vector per recursion times its output (1 = unrelaxed)
+            weight = decoder.embed.weight
+            self.recursion_scales = nn.Parameter(torch.ones(spec.n_recursions, d, device=weight.device,
+                                                            dtype=weight.dtype))  # [Nr, D]
         self.last_routing = Routing()
 
     @property
@@ -178,6 +183,8 @@ class MoRDecoder(nn.Module):
         else:
             for r in range(min(cap, n_rec)):
                 x = self._steps(self.recursions[r], x, positions, cache, plain)
+                if self.spec.relax == "enc":
+                    x = x * self.recursion_scales[r].to(x.dtype)
             routing.depth = torch.full((batch, tokens), min(cap, n_rec), device=x.device)
         x = self._steps(self.suffix, x, positions, cache, plain)
         if cache is not None:
@@ -280,8 +287,9 @@ class MoRLoss:
 
 def build(base: DecoderConfig, n_layers: int, spec: MoRSpec, seed: int = 0, std: float = DEFAULT_STD) -> MoRDecoder:
     """A randomly initialised MoR (or Recursive) model: `base`'s widths, `n_layers` unrolled depths."""
-    plan, *_ = mor_plan(spec.sharing, n_layers, spec.n_recursions, spec.kv)
+    plan, _, recursions, _ = mor_plan(spec.sharing, n_layers, spec.n_recursions, spec.kv)
     decoder = init_weights(Decoder(_uniform(base, max(s.block for s in plan.steps) + 1), plan), seed=seed, std=std)
+    relax_recursions(decoder, [d for rec in recursions for d in rec], spec.relax, spec.relax_rank, spec.relax_len, seed)
     return MoRDecoder(decoder, spec, n_layers, seed=seed)
 
 

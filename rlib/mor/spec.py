@@ -25,6 +25,10 @@ f_i P_i, coefficient 0.1) | "loss_free" (a non-trained bias on the top-1 choice,
 1e-5). token_gating "final" is what the official code trained: intermediate recursions are plain f, and the output
 is H1 + g_i f^(i)(H1); "every" is eq. 2.2 as printed, which also scales every intermediate state by g.
 
+Relaxing the Recursive baseline's sharing (App. G.2, Table 13; `rlib.mor.relaxation`): relax "none" | "enc" (a
+trainable vector per recursion times its output) | "lora" (rank `relax_rank` on Q and V per recursion depth) |
+"adapt_prompt" (`relax_len` gated prompt vectors per recursion depth).
+
 Router architectures (Tables 4, 10, 11): "linear" (d -> out, no bias), "mlp" (d -> 2d -> GELU -> out),
 "wide_mlp" (d -> 4d -> GELU -> out, as the paper describes it; the released code's "wide" MLP is the 2d one).
 """
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 
 from rlib.config import Checked, ConfigError
 
-__all__ = ["AUX", "BALANCES", "GATINGS", "KV_MODES", "ROUTER_ARCHS", "ROUTINGS", "MoRSpec"]
+__all__ = ["AUX", "BALANCES", "GATINGS", "KV_MODES", "RELAXES", "ROUTER_ARCHS", "ROUTINGS", "MoRSpec"]
 
 ROUTINGS = ("expert", "token", "none")
 KV_MODES = ("cache", "share")
@@ -48,6 +52,7 @@ TOKEN_GATINGS = ("final", "every")
 AUX = ("loss", "router", "none")
 BALANCES = ("loss", "loss_free", "none")
 MOR_SHARINGS = ("middle_cycle", "cycle")
+RELAXES = ("none", "enc", "lora", "adapt_prompt")
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,9 @@ class MoRSpec(Checked):
     balance_coef: float = 0.1
     bias_rate: float = 0.001  # loss-free balancing step u
     token_gating: str = "final"
+    relax: str = "none"  # Table 13's relaxation of the Recursive baseline (rlib.mor.relaxation)
+    relax_rank: int = 0  # LoRA rank ("lora")
+    relax_len: int = 0  # prompt vectors per recursion depth ("adapt_prompt")
 
     @classmethod
     def expert(cls, n_recursions: int = 3, **changes) -> MoRSpec:
@@ -104,6 +112,11 @@ class MoRSpec(Checked):
             ("z_coef", self.z_coef >= 0, "a coefficient >= 0"),
             ("balance_coef", self.balance_coef >= 0, "a coefficient >= 0"),
             ("bias_rate", self.bias_rate >= 0, "a step >= 0"),
+            ("relax", self.relax in RELAXES and (self.relax == "none" or self.routing == "none"),
+             f"one of {RELAXES}; Table 13 relaxes the Recursive baseline only (routing 'none')"),
+            ("relax_rank", self.relax != "lora" or self.relax_rank >= 1, "a LoRA rank >= 1 with relax='lora'"),
+            ("relax_len", self.relax != "adapt_prompt" or self.relax_len >= 1,
+             "a prompt length >= 1 with relax='adapt_prompt'"),
         ]
         if self.routing == "expert":
             checks.append(("router_func", self.router_func in EXPERT_FUNCS, f"one of {EXPERT_FUNCS} for expert-choice"))
@@ -136,6 +149,9 @@ class MoRSpec(Checked):
 
     def label(self) -> str:
         if self.routing == "none":
-            return f"Recursive-{self.n_recursions} ({self.sharing}{', KV share' if self.kv == 'share' else ''})"
+            relaxed = {"none": "", "enc": ", Enc", "lora": f", LoRA r{self.relax_rank}",
+                       "adapt_prompt": f", Adapt-P {self.relax_len}"}[self.relax]
+            return (f"Recursive-{self.n_recursions} ({self.sharing}{', KV share' if self.kv == 'share' else ''}"
+                    f"{relaxed})")
         kind = "EC" if self.routing == "expert" else "TC"
         return f"MoR-{self.n_recursions} {kind}{' KV share' if self.kv == 'share' else ''}"

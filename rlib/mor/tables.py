@@ -123,8 +123,28 @@ def gate_table(results: list[dict[str, Any]], n_recursions: int) -> pd.DataFrame
 def sharing_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     """Table 8: the Recursive model under each sharing strategy, and vanilla, at equal tokens."""
     df = _flat(results)
-    df = df[(df["budget"] == "ablation") & (df["routing"].isin(["none", "vanilla"])) & (df["kv"] != "share")]
+    df = df[(df["budget"] == "ablation") & (df["routing"].isin(["none", "vanilla"])) & (df["kv"] != "share")
+            & (df["tag"] == "")]  # Table 13's relaxed rows have tags
     return df[["label", "sharing", "nr", "n_layers", "params_m", "nll"]].reset_index(drop=True)
+
+
+def relaxation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Table 13: the Recursive Middle-Cycle model at the ablation budget, plain and relaxed (Enc, LoRA on Q and V,
+    adaptation prompt), with and without recursive KV sharing; `delta` = nll - the plain model's of the same KV mode."""
+    rows = []
+    for r in results:
+        spec = r["spec"] or {}
+        if (r["budget"] != "ablation" or spec.get("routing") != "none" or spec.get("sharing") != "middle_cycle"
+                or (r["tag"] and spec.get("relax", "none") == "none")):
+            continue
+        relax = spec.get("relax", "none")
+        rows.append({"relax": relax, "rank": spec.get("relax_rank") or None, "len": spec.get("relax_len") or None,
+                     "kv": spec["kv"], "params_m": r["params"] / 1e6, "nll": r["after"]["nll"]})
+    table = pd.DataFrame(rows, columns=["relax", "rank", "len", "kv", "params_m", "nll"])
+    plain = table[table["relax"] == "none"].set_index("kv")["nll"]
+    table["delta"] = table["nll"] - table["kv"].map(plain)
+    return table.sort_values(["kv", "relax"], key=lambda c: c.map({"cache": 0, "share": 1, "none": 0}).fillna(1)
+                             ).reset_index(drop=True)
 
 
 def kv_table(results: list[dict[str, Any]]) -> pd.DataFrame:
