@@ -246,4 +246,5 @@ def test_a_profile_runs_exactly_the_chapters_whose_presets_it_has():
     with pytest.raises(ConfigError, match="has no cpu-long preset; the cpu-long profile runs 01_recursive"):
         book.select(["00"], "cpu-long")
     assert [c.id for c in book.select(None, "cpu-long")] == ["01_recursive_conversion", "02_relaxed_recursion",
+                                                            "03_mixture_of_recursions", "04_recurrent_transformer",
                                                             "05_layerskip"]
