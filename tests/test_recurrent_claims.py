@@ -127,7 +127,7 @@ def test_a_missing_column_is_not_measured_not_an_error(committed):
 
 
 def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
-    """cpu-long (figures/cpu-long) measured what the cpu profile leaves out: MAD's loss, the norm ablation, the 2L row."""
+    """cpu-long (figures/cpu-long) measured what cpu leaves out: MAD's loss, the norm ablation, the 2L row."""
     long = load_tables(FIGURES.parents[0] / "cpu-long" / FIGURES.name)
     judged = _judge({**committed, **long}, RecurrentConfig.preset("cpu-long"))
     assert judged.loc["rt.ours.task_loss_ablation", "verdict"] == "held"
