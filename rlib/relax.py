@@ -34,8 +34,8 @@ from rlib.model import Decoder
 from rlib.model.layers import Projection, RMSNorm
 from rlib.model.lora import LoRA, NormDelta, PrefixAdapter
 
-__all__ = ["PROJECTIONS", "RANK_GROUPS", "RELAX_INITS", "Relaxation", "full_rank", "lora_parameters", "prefix_relax",
-           "relax", "strip_adapters", "svd_relative_error"]
+__all__ = ["PROJECTIONS", "RANK_GROUPS", "RELAX_INITS", "Relaxation", "full_rank", "lora_parameters", "prefix_adapter",
+           "prefix_relax", "relax", "strip_adapters", "svd_relative_error"]
 
 PROJECTIONS = ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
                "mlp.down_proj")
@@ -150,15 +150,21 @@ def prefix_relax(looped: Decoder, length: int, seed: int = 0) -> Decoder:
     _require_unrelaxed(looped)
     model = copy.deepcopy(looped)
     generator = torch.Generator().manual_seed(seed)
-    vocab = model.embed.weight.shape[0]
     for depth, step in enumerate(model.plan.steps):
         attn = model.blocks[step.block].attn
-        prefix = PrefixAdapter(length, model.config.d_model, attn.n_heads)
-        rows = torch.randint(0, vocab, (length,), generator=generator)
-        with torch.no_grad():
-            prefix.prompt.copy_(model.embed_tokens(rows[None].to(model.embed.weight.device))[0].float())
-        attn.adapters[str(depth)] = prefix.to(device=model.embed.weight.device, dtype=model.embed.weight.dtype)
+        attn.adapters[str(depth)] = prefix_adapter(model, attn.n_heads, length, generator)
     return model
+
+
+def prefix_adapter(model: Decoder, n_heads: int, length: int, generator: torch.Generator) -> PrefixAdapter:
+    """A gated prefix of `length` prompts for one depth of `model`: random rows of its token embedding (scaled like
+    embedded tokens, so their keys look like ordinary ones) and zero gates (the depth's output is unchanged)."""
+    weight = model.embed.weight
+    prefix = PrefixAdapter(length, model.config.d_model, n_heads)
+    rows = torch.randint(0, weight.shape[0], (length,), generator=generator)
+    with torch.no_grad():
+        prefix.prompt.copy_(model.embed_tokens(rows[None].to(weight.device))[0].float())
+    return prefix.to(device=weight.device, dtype=weight.dtype)
 
 
 def _maybe(block: nn.Module, path: str) -> RMSNorm | None:

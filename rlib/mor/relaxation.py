@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from rlib.model import Decoder
-from rlib.model.lora import LoRA, PrefixAdapter
+from rlib.model.lora import LoRA
+from rlib.relax import prefix_adapter
 
 __all__ = ["LORA_PROJECTIONS", "relax_recursions"]
 
@@ -31,6 +32,8 @@ def relax_recursions(decoder: Decoder, depths: list[int], relax: str, rank: int 
                      seed: int = 0) -> None:
     """Add the per-depth adapters of `relax` ("lora" or "adapt_prompt") to `decoder` in place at every plan step in
     `depths`; "enc" and "none" add none here (Enc lives in the MoR model)."""
+    if relax not in ("lora", "adapt_prompt"):
+        return
     generator = torch.Generator().manual_seed(10_000 + seed)
     weight = decoder.embed.weight
     for depth in depths:
@@ -43,8 +46,4 @@ def relax_recursions(decoder: Decoder, depths: list[int], relax: str, rank: int 
                 lora.reset_standard(generator)  # A random, B = 0
                 proj.adapters[str(depth)] = lora.to(device=weight.device, dtype=weight.dtype)
         elif relax == "adapt_prompt":
-            prefix = PrefixAdapter(length, decoder.config.d_model, block.attn.n_heads)
-            rows = torch.randint(0, weight.shape[0], (length,), generator=generator)
-            with torch.no_grad():  # prompts start as embedded tokens, so their keys look like ordinary ones
-                prefix.prompt.copy_(decoder.embed_tokens(rows[None].to(weight.device))[0].float())
-            block.attn.adapters[str(depth)] = prefix.to(device=weight.device, dtype=weight.dtype)
+            block.attn.adapters[str(depth)] = prefix_adapter(decoder, block.attn.n_heads, length, generator)

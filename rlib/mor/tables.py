@@ -143,8 +143,8 @@ def relaxation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=["relax", "rank", "len", "kv", "params_m", "nll"])
     plain = table[table["relax"] == "none"].set_index("kv")["nll"]
     table["delta"] = table["nll"] - table["kv"].map(plain)
-    return table.sort_values(["kv", "relax"], key=lambda c: c.map({"cache": 0, "share": 1, "none": 0}).fillna(1)
-                             ).reset_index(drop=True)
+    relaxed = table["relax"] != "none"  # each KV mode's plain row first, then its relaxations
+    return table.iloc[np.lexsort((relaxed, table["kv"]))].reset_index(drop=True)
 
 
 def kv_table(results: list[dict[str, Any]]) -> pd.DataFrame:
