@@ -132,6 +132,15 @@ run.figure(plots.plot_latency(latency, f"One layer, D = {d_model}, batch {batch}
 run.table(experiments.decode_table(), "decoding");
 
 # %% [markdown]
+# The paper says RT keeps "standard autoregressive decoding cost" and leaves measured latency to future work. Per
+# token a recurrent layer does all a Transformer layer does, then makes its persistent pair: two more projections.
+# Counted multiply-accumulates and measured time per token, at the language models' shapes (both blocks timed in
+# turn in this process; the ratio is to the Transformer of the same shape):
+
+# %%
+run.table(experiments.decode_cost(cfg), "decode_cost");
+
+# %% [markdown]
 # ## One layer on the synthetic suite (Figs. 5, 6)
 #
 # A single Transformer layer cannot build an induction head: a key made from token i alone cannot say which token
@@ -185,6 +194,19 @@ run.figure(plots.plot_lm_curves(tables.lm_curves(lm_results), "Validation NLL du
 if cfg.ablation_lrs:
     ablation = run.table(tables.ablation_table(lm_results), "norm_ablation")
     run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
+
+# %% [markdown]
+# ### Downstream (Sec. 7.2, Tables 3-10)
+#
+# The paper scores its LMs by the cross-entropy of the gold answer on piqa, hellaswag and others, and finds the
+# accuracies "close to random noise" at 150M-300M. Each run here is scored zero-shot on the book's two verse tasks:
+# the next line among four (the hellaswag analog, chance 0.25) and the cloze word (the lambada analog). Contexts are
+# cut from the left to the training window; the gold CE is summed over the answer's tokens, and RT - T is paired
+# over the same items:
+
+# %%
+if cfg.lm_downstream_items:
+    run.table(tables.downstream_table(lm_results), "downstream");
 
 # %% [markdown]
 # ## On a GPU

@@ -121,8 +121,9 @@ SPECS = (
     _spec("rt.abstract.decode_cost", "abstract, Sec. 7.3",
           "RT preserves standard autoregressive decoding cost (no numbers: 'we leave a detailed evaluation of fully "
           "optimized decoding latency to future work').",
-          "per-token decode time of RTModel.decode_step vs the Transformer twin at the same (L, D): ratio <= 1.2 "
-          "(threshold ours: one extra K/V projection, ~+2D^2 on ~12D^2 MACs).", "decoding.csv"),
+          "decode_cost: per-token decode time of RTModel.decode_step vs the Transformer twin at the LM's deep shape "
+          "(L, D), every batch measured: ratio <= 1.2 (threshold ours: one extra K/V projection, ~+2D^2 on ~12D^2 "
+          "MACs); the counted MACs per token are reported beside.", "decode_cost.csv"),
     # ---- Sec. 7.1, Figs. 5-6: synthetic tasks
     _spec("rt.fig5.recall_sequence_accuracy", "Sec. 7.1, Fig. 5, App. D.2",
           "One RT layer vs one Transformer layer on MAD (Poli et al. 2024) plus copy: at sequence level RTs "
@@ -225,22 +226,20 @@ SPECS = (
           "Downstream CE of the gold answer on piqa, hellaswag, arc_easy, openbookqa, sciq, winogrande, e.g. 300M "
           "RT-12: 5.276, 4.052, 10.336, 11.557, -, 7.628; no directional claim in the text.",
           "gold-answer CE per LM run on book_nextline (the hellaswag analog) and book_cloze: RT <= T at equal depth "
-          "beyond 2 s.e. (threshold ours).", "language_models.csv"),
+          "beyond 2 s.e. (threshold ours; s.e. paired over items, pooled over seeds).", "downstream.csv"),
     _spec("rt.tables6_9_10.downstream_accuracy", "Sec. 7.2 (last paragraph), App. E.3 Tables 6 and 9, App. E.4 "
           "Table 10",
           "Downstream accuracies are 'close to random noise (with Winogrande being close to 50%, while most others "
           "being 6-7% above random)'.",
           "book_nextline and book_cloze accuracy per LM run; 'near chance' within the binomial 95 % interval of "
-          "chance at n = 200 (threshold ours).", "language_models.csv"),
+          "chance at n = 200 (threshold ours). book_cloze has no chance level (its target is any word), so the "
+          "verdict rests on book_nextline (4 choices, chance 0.25) and cloze accuracy is reported beside.",
+          "downstream.csv"),
 )
 
 NOT_MEASURED = {
-    "rt.abstract.decode_cost": "needs: per-token decode time of RTModel.decode_step vs the Transformer twin, and the "
-                               "counted MACs per token, in the decoding table",
     "rt.fig8_9.batch_sizes_150m": "needs: the LM grid at two batch sizes at equal tokens, 2 seeds, with validation "
                                   "curves",
-    "rt.tables3_5_8.downstream_gold_ce": "needs: gold-answer CE of every LM run on book_nextline and book_cloze",
-    "rt.tables6_9_10.downstream_accuracy": "needs: book_nextline and book_cloze accuracy of every LM run",
 }
 
 Rule = Callable[[Mapping[str, pd.DataFrame], RecurrentConfig], Verdict]
@@ -621,6 +620,37 @@ def _decode_matches(tables, cfg) -> Verdict:
     measured += f" ({int(table['prompt'].iloc[0])} prompt + {int(table['decoded'].iloc[0])} decoded tokens)"
     return bool(worst.max() <= 1e-5), measured, ("setup", f"{measured}: cached decoding departs from the full "
                                                  "forward beyond fp32 rounding")
+
+
+@_rule("rt.abstract.decode_cost", "decode_cost")
+def _decode_cost(tables, cfg) -> Verdict:
+    table = tables["decode_cost"]
+    first = table["shape"].iloc[0]
+    deep = table[(table["shape"] == first) & (table["block"] == "recurrent")].sort_values("batch")
+    twin = table[(table["shape"] == first) & (table["block"] == "transformer")].set_index("batch")
+    shape = f"L {int(deep['n_layers'].iloc[0])}, D {int(deep['d_model'].iloc[0])}"
+    parts = [f"batch {int(row.batch)}: RT / T {row.ms_per_token_ratio:.2f}x per token ({row.ms_per_token:.3f} vs "
+             f"{twin.loc[row.batch, 'ms_per_token']:.3f} ms)" for row in deep.itertuples()]
+    macs = deep.iloc[0]
+    measured = (f"{first} ({shape}, context {int(macs['context'])}): " + "; ".join(parts)
+                + f"; counted MACs per token RT / T {macs['macs_per_token_ratio']:.3f} "
+                f"({macs['macs_per_token_no_head_ratio']:.3f} without the shared head)")
+    others = table[(table["shape"] != first) & (table["block"] == "recurrent")
+                   & (table["batch"] == deep["batch"].min())]
+    measured += "".join(f"; {row.shape} RT vs {first} T: {row.ms_vs_first_transformer:.2f}x per token, KV floats "
+                        f"{int(row.kv_floats_per_token)} vs {int(twin['kv_floats_per_token'].iloc[0])}"
+                        for row in others.itertuples())
+    held = bool((deep["ms_per_token_ratio"] <= 1.2).all())
+    worst = deep.loc[deep["ms_per_token_ratio"].idxmax()]
+    rate = worst["macs_per_token"] / (worst["ms_per_token"] / 1e3) / 1e9
+    if worst["macs_per_token_ratio"] <= 1.2:
+        return held, measured, ("scale", f"the counted MACs differ by only x{worst['macs_per_token_ratio']:.3f}, yet "
+                                f"the time by x{worst['ms_per_token_ratio']:.2f}: at D = {int(worst['d_model'])} a "
+                                f"decode step runs at {rate:.2f} GMAC/s, so it is bound by the number of ops per "
+                                "layer (the persistent pair adds a norm, two projections and a norm), not by its "
+                                "arithmetic; the MAC ratio is what carries to the paper's widths")
+    return held, measured, ("setup", f"the recurrent step counts x{worst['macs_per_token_ratio']:.3f} the MACs of "
+                            "its twin: more than the persistent pair's two projections")
 
 
 # ---- Sec. 7.1, Figs. 5-6: synthetic tasks ---------------------------------------------------------------------
@@ -1049,3 +1079,59 @@ def _no_norm_worse(tables, cfg) -> Verdict:
                 f"({gap:+.3f}; seed s.d. {_sd_text(sd)}); without - with per lr: {per_lr}")
     return bool(gap > 2 * sd), measured, ("scale", f"without - with is {per_lr} over the lrs; "
                                           + _no_instability(table, wide, shape, cfg))
+
+
+# ---- Sec. 7.2, Tables 3-10: downstream scores of the LM runs ---------------------------------------------------
+
+
+def _downstream_pairs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per (depth, task): RT - T gold-answer CE over the seeds (mean of the per-seed paired means) and its s.e."""
+    table = tables["downstream"]
+    paired = table[(table["block"] == "recurrent") & np.isfinite(table["gold_ce_minus_t"])]
+    grouped = paired.groupby(["depth", "task"], sort=False)
+    out = grouped.agg(diff=("gold_ce_minus_t", "mean"), seeds=("seed", "count"),
+                      rt=("gold_ce", "mean")).reset_index()
+    out["se"] = grouped["gold_ce_minus_t_se"].apply(lambda se: float(np.sqrt((se ** 2).sum()) / len(se))).to_numpy()
+    return out
+
+
+@_rule("rt.tables3_5_8.downstream_gold_ce", "downstream")
+def _downstream_gold_ce(tables, cfg) -> Verdict:
+    pairs = _downstream_pairs(tables)
+    if pairs.empty:
+        return None, "no recurrent run with a Transformer twin of the same depth and seed was scored", None
+    measured = "; ".join(f"{row.depth} {row.task}: RT {row.rt:.3f} nats, RT - T {row.diff:+.3f} "
+                         f"({_in_se(row.diff, row.se)})" for row in pairs.itertuples())
+    measured += f"; {int(pairs['seeds'].min())} seed(s), n {int(tables['downstream']['n'].min())} items"
+    failing = pairs[~(pairs["diff"] < -2 * pairs["se"])]
+    worse = failing[failing["diff"] > 2 * failing["se"]]
+    if not worse.empty:
+        return False, measured, ("budget", f"RT's gold-answer CE is higher beyond 2 s.e. on "
+                                 f"{', '.join(worse['depth'] + ' ' + worse['task'])}, in line with its test NLL in "
+                                 "language_models at this budget")
+    return failing.empty, measured, ("budget", "the RT - T differences sit within 2 s.e. of the items on "
+                                     f"{', '.join(failing['depth'] + ' ' + failing['task'])}: at "
+                                     f"{_lm_tokens(cfg):,} training tokens the LM gaps (Table 1 rows) are too small "
+                                     f"to show on {int(tables['downstream']['n'].min())} items")
+
+
+@_rule("rt.tables6_9_10.downstream_accuracy", "downstream")
+def _downstream_accuracy(tables, cfg) -> Verdict:
+    table = tables["downstream"]
+    choice = table[np.isfinite(table["chance"])]
+    if choice.empty:
+        return None, "no multiple-choice task with a chance level was scored", None
+    choice = choice.assign(half=1.96 * np.sqrt(choice["chance"] * (1 - choice["chance"]) / choice["n"]))
+    near = (choice["acc"] - choice["chance"]).abs() <= choice["half"]
+    means = table.groupby(["task", "block", "depth"], sort=False)["acc"].mean()
+    measured = "; ".join(f"{task} {block} {depth} {acc:.3f}" for (task, block, depth), acc in means.items())
+    first = choice.iloc[0]
+    measured += (f" (chance {first['chance']:.2f} +- {first['half']:.3f} at n {int(first['n'])}; "
+                 f"{int(near.sum())} of {len(choice)} runs within it)")
+    above = choice[~near & (choice["acc"] > choice["chance"])]
+    if not above.empty:
+        return False, measured, ("setup", f"{len(above)} runs score above chance on {above['task'].iloc[0]}: the "
+                                 f"local task is drawn from the held-out split of the corpus the models train on "
+                                 f"({cfg.corpus}), an in-domain test, where the paper's models train on C4 and are "
+                                 "scored on other domains (piqa, hellaswag, arc_easy, ...)")
+    return bool(near.all()), measured, ("setup", f"{int((~near).sum())} runs fall below the chance interval")

@@ -135,6 +135,7 @@ class RecurrentConfig(Preset):
     lm_transformer_2l: bool  # also a Transformer with 2L layers at width D, every seed (Table 1's 24 x 1024 row)
     lm_val_windows: int
     lm_test_windows: int
+    lm_downstream_items: int  # items of book_nextline and book_cloze each LM run is scored on (0 = not scored)
 
     PRESETS = {
         "smoke": dict(
@@ -145,7 +146,7 @@ class RecurrentConfig(Preset):
             task_curve_probe=8, task_seeds=(0,), tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
             lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_transformer_2l=True, lm_val_windows=2,
-            lm_test_windows=2),
+            lm_test_windows=2, lm_downstream_items=4),
         "cpu": dict(
             check_lengths=(33, 100), traffic_lengths=(64, 256, 1024, 4096, 16384), latency_lengths=(256, 1024, 4096),
             latency_shape=(256, 4, 4),
@@ -157,7 +158,8 @@ class RecurrentConfig(Preset):
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
             lm_seq_len=64,
             lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
-            ablation_lrs=(), lm_transformer_2l=False, lm_val_windows=32, lm_test_windows=64),
+            ablation_lrs=(), lm_transformer_2l=False, lm_val_windows=32, lm_test_windows=64,
+            lm_downstream_items=200),
         "gpu": dict(
             check_lengths=(33, 257, 1024), traffic_lengths=(64, 256, 1024, 4096, 16384),
             latency_lengths=(256, 512, 1024, 2048), latency_shape=(1024, 16, 128),
@@ -169,7 +171,7 @@ class RecurrentConfig(Preset):
             corpus="gutenberg-poetry", vocab_size=0,
             lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
             lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_transformer_2l=True, lm_val_windows=128,
-            lm_test_windows=512),
+            lm_test_windows=512, lm_downstream_items=200),
     }
     # cpu-long: the cpu grids (read back from cpu's run folders) plus recall with MAD's loss, the pre-KV-norm
     # ablation over three learning rates and the 2L Transformer (10 runs)
@@ -203,6 +205,8 @@ class RecurrentConfig(Preset):
                               f"{reach:.0f} tokens, shorter than {', '.join(too_long)}; no head could read the start "
                               f"of a sequence; use max bias >= {math.log2(max(t for _, t in self.tasks)):.1f} (the "
                               "standard is 8)")
+        if self.lm_downstream_items < 0:
+            raise ConfigError(f"lm_downstream_items={self.lm_downstream_items} must be >= 0 (0 = no downstream scores)")
         if self.task_curve_points < 0 or self.task_curve_probe < 1:
             raise ConfigError(f"task_curve_points={self.task_curve_points} must be >= 0 and task_curve_probe="
                               f"{self.task_curve_probe} >= 1")

@@ -27,13 +27,14 @@ from rlib.recurrent.tasks import make_task
 from rlib.recurrent.tiled import tiled_layer
 from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "decode_table", "exactness_table", "lm_grid_key", "run_lm_grid", "run_task_grid",
-           "task_grid_key", "traffic_table"]
+__all__ = ["CHAPTER", "CODE_MODULES", "decode_cost", "decode_table", "exactness_table", "lm_grid_key", "run_lm_grid",
+           "run_task_grid", "task_grid_key", "traffic_table"]
 
 CHAPTER = "04_recurrent_transformer"
 CODE_MODULES = ("rlib.recurrent.experiments", "rlib.recurrent.config", "rlib.recurrent.layer", "rlib.recurrent.model",
                 "rlib.recurrent.naive", "rlib.recurrent.tiled", "rlib.recurrent.tasks", "rlib.recurrent.synthetic",
-                "kernels.tiled_prefill.reference", "rlib.train", "rlib.data", "rlib.vocab")
+                "kernels.tiled_prefill.reference", "rlib.train", "rlib.data", "rlib.vocab", "rlib.scratch_eval",
+                "rlib.tasks")
 
 
 # ---- live checks ----------------------------------------------------------------------------------------------
@@ -113,6 +114,18 @@ def decode_table(n_prompt: int = 24, n_new: int = 40) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def decode_cost(cfg: RecurrentConfig, repeats: int = 5) -> pd.DataFrame:
+    """Per-token decode time and counted MACs of RT vs its Transformer twin at the language models' deep and
+    shallow-wide shapes, batch 1 and the LM batch, after a context of one training window
+    (`rlib.recurrent.decode_cost`)."""
+    from rlib.recurrent.decode_cost import decode_cost_table
+
+    vocab = cfg.text().size
+    shapes = {depth: lm_config(LMRun("recurrent", depth, cfg.lm_seeds[0]), cfg, vocab) for depth in ("deep", "shallow")}
+    batches = tuple(sorted({1, cfg.lm_batch}))
+    return decode_cost_table(shapes, batches, context=cfg.lm_seq_len, steps=cfg.lm_seq_len, repeats=repeats)
+
+
 # ---- synthetic tasks ------------------------------------------------------------------------------------------
 
 
@@ -161,6 +174,7 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
                    val_windows=text.heldout("validation", cfg.lm_val_windows, seed=1))
     test = rl_eval.perplexity(model, text.heldout("test", cfg.lm_test_windows, seed=0), batch_size=cfg.lm_batch,
                               progress=False)
+    downstream = _downstream(model, cfg) if cfg.lm_downstream_items else {}
     log = pd.read_csv(train_dir / "metrics.csv")
     curve = log.dropna(subset=["val_loss"])[["step", "val_loss"]]
     slot.drop_checkpoint()
@@ -169,14 +183,27 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
             "n_layers": config.n_layers, "n_heads": config.n_heads, "non_embedding_params": non_embedding,
             "kv_floats_per_token": config.kv_floats_per_token(), "test_nll": test["nll"], "test_nll_se": test["nll_se"],
             "final_train_loss": result.train_loss, "val_loss": result.val_loss, "seconds": result.seconds,
-            "tokens": result.tokens, "curve": {"step": curve["step"].tolist(), "val_loss": curve["val_loss"].tolist()}}
+            "tokens": result.tokens, "curve": {"step": curve["step"].tolist(), "val_loss": curve["val_loss"].tolist()},
+            "downstream": downstream}
+
+
+def _downstream(model: RTModel, cfg: RecurrentConfig) -> dict[str, dict[str, Any]]:
+    """Zero-shot scores on the local tasks (Sec. 7.2, Tables 3-10 analogs): accuracy and per-item gold-answer CE,
+    contexts cut from the left to the training window."""
+    from rlib import data
+    from rlib.scratch_eval import ScratchLM, downstream_scores
+
+    lm = ScratchLM(model.eval(), data.load_tokenizer(cfg.tokenizer), cfg.text().vocabulary(),
+                   max_length=cfg.lm_seq_len, batch_size=cfg.lm_batch)
+    return downstream_scores(lm, limit=cfg.lm_downstream_items)
 
 
 def lm_grid_key(cfg: RecurrentConfig) -> dict[str, Any]:
     """The settings every LM run trains under (the LM grid's cache key); seeds, the norm ablation's learning rates
     and the 2L Transformer only add runs, each carrying its own, so cpu-long reads cpu's LM runs back."""
     return {f: getattr(cfg, f) for f in ("tokenizer", "corpus", "vocab_size", "lm_seq_len", "lm_layers", "lm_width",
-                                         "lm_batch", "lm_steps", "lm_lr", "lm_val_windows", "lm_test_windows")}
+                                         "lm_batch", "lm_steps", "lm_lr", "lm_val_windows", "lm_test_windows",
+                                         "lm_downstream_items")}
 
 
 def run_lm_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@
     lm_validation_table  validation NLL per step of the main LM runs, by block, depth and seed (the claims' curves)
     task_curve_table     token and sequence accuracy on a probe set against training steps, every task run, with
                          the task's chance accuracy (is a run at chance, still learning, or flat?)
+    downstream_table     zero-shot accuracy and gold-answer CE of the main LM runs on the local tasks (Sec. 7.2,
+                         Tables 3-10), RT minus T paired over items
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import pandas as pd
 
 from rlib.recurrent.tasks import chance_token_acc
 
-__all__ = ["ablation_table", "lm_curves", "lm_table", "lm_validation_table", "loss_table", "task_curve_table",
-           "task_seed_table", "task_table"]
+__all__ = ["DOWNSTREAM_CHANCE", "ablation_table", "downstream_table", "lm_curves", "lm_table", "lm_validation_table",
+           "loss_table", "task_curve_table", "task_seed_table", "task_table"]
 
 
 def _task_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -49,7 +51,7 @@ def loss_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _lm_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame([{k: v for k, v in r.items() if k != "curve"} for r in results])
+    return pd.DataFrame([{k: v for k, v in r.items() if k not in ("curve", "downstream")} for r in results])
 
 
 def lm_table(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -99,6 +101,35 @@ def lm_validation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
                             "val_loss": r["curve"]["val_loss"]}) for r in main]
     columns = ["block", "depth", "n_layers", "d_model", "seed", "step", "val_loss"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+# chance accuracy of the multiple-choice local tasks (book_cloze has no choices: its target is any word)
+DOWNSTREAM_CHANCE = {"book_nextline": 0.25}
+
+
+def downstream_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Zero-shot local-task scores of the main LM runs (Sec. 7.2, Tables 3-10 analogs): one row per run and task,
+    accuracy with lm-eval's s.e., the mean gold-answer CE (nats, summed over the answer's tokens) and, for a
+    recurrent run, its CE minus the Transformer's of the same depth and seed, with the paired s.e. over items."""
+    columns = ["block", "depth", "n_layers", "d_model", "seed", "task", "n", "acc", "acc_stderr", "acc_norm", "chance",
+               "gold_ce",
+               "gold_ce_minus_t", "gold_ce_minus_t_se"]
+    main = [r for r in results if r["kv_norm"] and "-lr" not in r["name"] and r.get("downstream")]
+    twins = {(r["depth"], r["seed"]): r for r in main if r["block"] == "transformer"}
+    rows = []
+    for r in main:
+        for task, score in r["downstream"].items():
+            diff, diff_se = float("nan"), float("nan")
+            twin = twins.get((r["depth"], r["seed"])) if r["block"] == "recurrent" else None
+            if twin is not None and task in twin["downstream"]:
+                paired = np.asarray(score["gold_ce"]) - np.asarray(twin["downstream"][task]["gold_ce"])
+                diff, diff_se = float(paired.mean()), float(paired.std(ddof=1) / np.sqrt(len(paired)))
+            rows.append({"block": r["block"], "depth": r["depth"], "n_layers": r["n_layers"], "d_model": r["d_model"],
+                         "seed": r["seed"], "task": task, "n": score["n"], "acc": score["acc"],
+                         "acc_stderr": score["acc_stderr"], "acc_norm": score.get("acc_norm", float("nan")),
+                         "chance": DOWNSTREAM_CHANCE.get(task, float("nan")),
+                         "gold_ce": score["gold_ce_mean"], "gold_ce_minus_t": diff, "gold_ce_minus_t_se": diff_se})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def task_curve_table(results: list[dict[str, Any]]) -> pd.DataFrame:
