@@ -418,3 +418,57 @@ def test_cpu_long_extends_chapter_4_under_the_same_keys():
     assert {r.kv_norm for r in added} == {True, False} and {r.depth for r in added} == {"shallow", "double"}
     double = lm_config(next(r for r in added if r.depth == "double"), long, 100)
     assert (double.n_layers, double.d_model, double.block) == (2 * long.lm_layers, long.lm_width[0], "transformer")
+
+
+def _decode_cost(ms_ratio: float, macs_ratio: float = 1.1) -> pd.DataFrame:
+    rows = []
+    for shape, layers in (("deep", 4), ("shallow", 2)):
+        for batch in (1, 16):
+            for block, ms, macs in (("recurrent", ms_ratio, macs_ratio), ("transformer", 1.0, 1.0)):
+                rows.append({"shape": shape, "block": block, "batch": batch, "context": 64, "n_layers": layers,
+                             "d_model": 128, "kv_floats_per_token": 1024 if shape == "deep" else 704,
+                             "macs_per_token": 1e6 * macs, "macs_per_token_no_head": 8e5 * macs,
+                             "ms_per_token": ms, "ms_per_step_spread": 0.1, "macs_per_token_ratio": macs,
+                             "macs_per_token_no_head_ratio": macs, "ms_per_token_ratio": ms,
+                             "ms_vs_first_transformer": ms * (0.8 if shape == "shallow" else 1.0)})
+    return pd.DataFrame(rows)
+
+
+def test_decode_cost_flips_at_the_time_ratio_and_blames_op_overhead_when_macs_agree():
+    assert _verdict({"decode_cost": _decode_cost(1.15)}, "rt.abstract.decode_cost") == "held"
+    slow = _judge({"decode_cost": _decode_cost(1.3)}).loc["rt.abstract.decode_cost"]
+    assert slow["verdict"] == "not held" and slow["diagnosis"] == "scale"
+    assert "GMAC/s" in slow["evidence"]
+    heavy = _judge({"decode_cost": _decode_cost(1.3, macs_ratio=1.5)}).loc["rt.abstract.decode_cost"]
+    assert heavy["diagnosis"] == "setup"
+
+
+def _downstream(diff: float, se: float, acc: float) -> pd.DataFrame:
+    rows = []
+    for depth in ("deep", "shallow"):
+        for seed in (0, 1):
+            for task, chance in (("book_nextline", 0.25), ("book_cloze", float("nan"))):
+                for block in ("transformer", "recurrent"):
+                    rt = block == "recurrent"
+                    rows.append({"block": block, "depth": depth, "n_layers": 4, "d_model": 128, "seed": seed,
+                                 "task": task, "n": 200, "acc": acc, "acc_stderr": 0.03, "acc_norm": acc,
+                                 "chance": chance, "gold_ce": 20.0 + (diff if rt else 0.0),
+                                 "gold_ce_minus_t": diff if rt else float("nan"),
+                                 "gold_ce_minus_t_se": se if rt else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def test_downstream_gold_ce_needs_rt_below_t_beyond_two_standard_errors():
+    claim = "rt.tables3_5_8.downstream_gold_ce"
+    assert _verdict({"downstream": _downstream(-0.5, 0.1, 0.25)}, claim) == "held"
+    tie = _judge({"downstream": _downstream(-0.1, 0.1, 0.25)}).loc[claim]  # pooled s.e. 0.071: 1.4 s.e.
+    assert tie["verdict"] == "not held" and tie["diagnosis"] == "budget" and "within 2 s.e." in tie["evidence"]
+    worse = _judge({"downstream": _downstream(0.5, 0.1, 0.25)}).loc[claim]
+    assert worse["verdict"] == "not held" and "higher beyond 2 s.e." in worse["evidence"]
+
+
+def test_downstream_accuracy_is_near_chance_inside_the_binomial_interval():
+    claim = "rt.tables6_9_10.downstream_accuracy"
+    assert _verdict({"downstream": _downstream(0.0, 0.1, 0.30)}, claim) == "held"  # 0.25 +- 0.060 at n 200
+    above = _judge({"downstream": _downstream(0.0, 0.1, 0.40)}).loc[claim]
+    assert above["verdict"] == "not held" and above["diagnosis"] == "setup" and "in-domain" in above["evidence"]
