@@ -94,7 +94,8 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
     assert "noisy_recall curve is flat at token acc 0.17-0.18" in judged.loc["rt.fig5.recall_sequence_accuracy",
                                                                              "evidence"]
     assert "RT copy +0.025" in judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]
-    assert "a ceiling of 0.240 = 3.5x chance" in judged.loc["rt.ours.task_setup_copying", "evidence"]
+    assert "counts the letters still to copy scores 0.240 = 3.5x chance" in judged.loc["rt.ours.task_setup_copying",
+                                                                                      "evidence"]
     assert "0.39 per non-embedding parameter" in judged.loc["rt.table1.rt_beats_transformer_equal_depth", "evidence"]
 
 
@@ -365,10 +366,27 @@ def test_task_setup_check_flips_at_three_times_chance_and_explains_the_copy_ceil
     assert _verdict(_copying(4.0, 3.2), claim) == "held"
     judged = _judge(_copying(4.0, 2.2, curve_gain=0.0))  # the Transformer short: its counting ceiling is the reason
     assert judged.loc[claim, "verdict"] == "not held" and judged.loc[claim, "diagnosis"] == "setup"
-    assert "count the letters still to copy" in judged.loc[claim, "evidence"]
+    assert "counts the letters still to copy" in judged.loc[claim, "evidence"]
     judged = _judge(_copying(2.7, 3.1))  # RT short with its curve still rising: the budget
     assert judged.loc[claim, "verdict"] == "not held" and judged.loc[claim, "diagnosis"] == "budget"
     assert "still rising (+0.050" in judged.loc[claim, "evidence"]
+
+
+def test_task_setup_check_takes_each_blocks_best_run_of_the_tuning_grid():
+    claim = "rt.ours.task_setup_copying"
+    tables_ = _copying(2.7, 2.2)
+    selective = tables_["tasks"]["task"] == "selective_copying"
+    tables_["tasks"].loc[selective, "token_acc"] = 4.0 / 14  # only copy falls short in the main runs
+    assert _verdict(tables_, claim) == "not held"
+    chance = (31 / 26 + 1) / 32
+    rows = [("recurrent", 5, 3e-3, 2.7), ("recurrent", 15, 3e-3, 12.0), ("transformer", 5, 3e-3, 2.2),
+            ("transformer", 15, 1e-2, 3.6)]
+    tuning = pd.DataFrame([{"task": "copy", "block": b, "epochs": e, "lr": lr, "token_acc": x * chance,
+                            "seq_acc": 0.0, "minutes": 1.0} for b, e, lr, x in rows])
+    tuning["best"] = tuning["token_acc"] == tuning.groupby("block")["token_acc"].transform("max")
+    judged = _judge({**tables_, "task_tuning": tuning}).loc[claim]
+    assert judged["verdict"] == "held"
+    assert "best of the tuning grid (RT 15 epochs, lr 0.003, T 15 epochs, lr 0.01)" in judged["measured"]
 
 
 def test_copying_budget_diagnosis_reads_the_learning_curves():
@@ -412,6 +430,10 @@ def test_cpu_long_extends_chapter_4_under_the_same_keys():
     long = RecurrentConfig.preset("cpu-long")
     assert task_grid_key(CPU) == task_grid_key(long) and lm_grid_key(CPU) == lm_grid_key(long)
     assert {r.name for r in task_runs(CPU)} < {r.name for r in task_runs(long)}
+    tuned = [r for r in task_runs(long) if r.tuned]
+    assert {(r.task, r.block, r.epochs, r.lr) for r in tuned} == {
+        ("copy", block, 15, lr) for block in ("recurrent", "transformer") for lr in (3e-3, 1e-2)}
+    assert len({r.name for r in tuned}) == 4 and not any(r.tuned for r in task_runs(CPU))
     short = {r.name for r in lm_runs(CPU)}
     added = [r for r in lm_runs(long) if r.name not in short]
     assert short < {r.name for r in lm_runs(long)}

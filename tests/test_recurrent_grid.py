@@ -4,6 +4,8 @@ book (tests/test_smoke_book.py); the paper's claims are tested in tests/test_rec
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -33,7 +35,7 @@ def test_run_lists_are_unique_and_pair_every_ablation_rate():
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
     tasks = task_runs(cfg)
     assert len({t.name for t in tasks}) == len(tasks) == 2 * len(cfg.tasks) * len(cfg.task_seeds) + 2 * len(
-        cfg.loss_ablation_tasks)
+        cfg.loss_ablation_tasks) + 2 * len(cfg.task_tuning)
     ablated = [t for t in tasks if t.ablation]
     assert {t.loss_on for t in ablated} == {"all"} and {t.loss_on for t in tasks if not t.ablation} == {"scored"}
     assert {t.block for t in ablated} == {"recurrent", "transformer"}
@@ -131,3 +133,31 @@ def test_task_curve_table_keeps_every_point_with_chance():
     table = tables.task_curve_table(results)
     assert len(table) == 4 and set(table["step"]) == {1, 2}
     assert table["chance"].iloc[0] == pytest.approx((31 / 26 + 1) / 32)
+
+
+def test_tuning_recipes_are_validated_before_any_run():
+    cfg = RecurrentConfig.preset("cpu-long")
+    for recipe in (("tiling", 15, 3e-3), ("copy", 0, 3e-3), ("copy", 15, 0.0)):
+        with pytest.raises(ConfigError, match="task_tuning"):
+            dataclasses.replace(cfg, task_tuning=(recipe,))
+    with pytest.raises(ConfigError, match="lm_downstream_items=-1"):
+        dataclasses.replace(cfg, lm_downstream_items=-1)
+
+
+def _task_result(block: str, acc: float, epochs: int = 0, lr: float = 0.0) -> dict:
+    return {"task": "copy", "block": block, "seed": 0, "loss_on": "scored", "ablation": False, "epochs": epochs,
+            "lr": lr, "seq_len": 64, "test": {"token_acc": acc, "seq_acc": 0.0}, "train": {"seconds": 60.0}}
+
+
+def test_tuning_table_puts_the_main_run_beside_each_recipe_and_marks_the_best():
+    results = [_task_result("recurrent", 0.18), _task_result("transformer", 0.15),
+               _task_result("recurrent", 0.84, 15, 3e-3), _task_result("transformer", 0.19, 15, 3e-3),
+               _task_result("recurrent", 0.26, 15, 1e-2), _task_result("transformer", 0.25, 15, 1e-2)]
+    table = tables.tuning_table(results, epochs=5, lr=3e-3)
+    assert len(table) == 6 and set(table.loc[table["token_acc"] < 0.185, "epochs"]) == {5}
+    best = table[table["best"]].set_index("block")
+    assert best.loc["recurrent", "lr"] == 3e-3 and best.loc["recurrent", "epochs"] == 15
+    assert best.loc["transformer", "lr"] == 1e-2
+    main = tables.task_table(results)  # the main comparison keeps the one-recipe runs only
+    assert sorted(main["token_acc"]) == [0.15, 0.18]
+    assert tables.tuning_table(results[:2], epochs=5, lr=3e-3).empty

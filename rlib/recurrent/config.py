@@ -117,6 +117,9 @@ class RecurrentConfig(Preset):
     loss_ablation_tasks: tuple[str, ...]  # tasks also trained (first seed) with the other loss, both blocks
     task_alibi_max_bias: float  # slopes 2^(-b (h + 1) / H): the standard b = 8 (OLMo's and the official code's
     # default), so the flattest head reaches 2^8 = 256 tokens (checked against every task length below)
+    # extra (task, epochs, lr) recipes each block trains under (first seed): the paper tunes each model over a learning
+    # rate grid and reports the best run (App. D.2, as MAD does); the tables report the best per task and block
+    task_tuning: tuple[tuple[str, int, float], ...]
     task_curve_points: int  # learning-curve evaluations per task run (on the first task_curve_probe test sequences)
     task_curve_probe: int
     task_lr: float
@@ -142,7 +145,8 @@ class RecurrentConfig(Preset):
             check_lengths=(7,), traffic_lengths=(64, 256, 1024), latency_lengths=(16, 32), latency_shape=(32, 2, 2),
             tasks=(("in_context_recall", 16), ("copy", 16)), task_train=16, task_test=8, task_width=(16, 2),
             task_epochs=1, task_batch=8, task_lr=3e-3, task_loss="scored",
-            loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0, task_curve_points=2,
+            loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0, task_tuning=(("copy", 2, 1e-2),),
+            task_curve_points=2,
             task_curve_probe=8, task_seeds=(0,), tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
             lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_transformer_2l=True, lm_val_windows=2,
@@ -154,7 +158,7 @@ class RecurrentConfig(Preset):
                    ("selective_copying", 64), ("compression", 32), ("memorization", 32), ("copy", 64)),
             task_train=12_800, task_test=1280, task_width=(64, 4), task_epochs=5, task_batch=64, task_lr=3e-3,
             task_loss="scored", loss_ablation_tasks=(), task_alibi_max_bias=8.0,
-            task_curve_points=10, task_curve_probe=256, task_seeds=(0,),
+            task_tuning=(), task_curve_points=10, task_curve_probe=256, task_seeds=(0,),
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
             lm_seq_len=64,
             lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
@@ -167,22 +171,25 @@ class RecurrentConfig(Preset):
                    ("selective_copying", 256), ("compression", 32), ("memorization", 32), ("copy", 128)),
             task_train=12_800, task_test=1280, task_width=(128, 8), task_epochs=50, task_batch=128, task_lr=1e-3,
             task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0,
-            task_curve_points=20, task_curve_probe=512, task_seeds=(0, 1, 2), tokenizer="smollm2-135m",
+            task_tuning=(), task_curve_points=20, task_curve_probe=512, task_seeds=(0, 1, 2), tokenizer="smollm2-135m",
             corpus="gutenberg-poetry", vocab_size=0,
             lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
             lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_transformer_2l=True, lm_val_windows=128,
             lm_test_windows=512, lm_downstream_items=200),
     }
     # cpu-long: the cpu grids (read back from cpu's run folders) plus recall with MAD's loss, the pre-KV-norm
-    # ablation over three learning rates and the 2L Transformer (10 runs)
+    # ablation over three learning rates, the 2L Transformer, and copy tuned over two learning rates at 3x the epochs
+    # (the cpu budget ends on the plateau RT leaves near step 1,200; the Transformer needs the higher rate): 13 runs
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "loss_ablation_tasks": ("in_context_recall",),
-                           "ablation_lrs": (1e-3, 3e-3, 1e-2), "lm_transformer_2l": True}
+                           "ablation_lrs": (1e-3, 3e-3, 1e-2), "lm_transformer_2l": True,
+                           "task_tuning": (("copy", 15, 3e-3), ("copy", 15, 1e-2))}
 
     def __post_init__(self) -> None:
         for field in ("check_lengths", "traffic_lengths", "latency_lengths", "task_seeds", "lm_seeds", "ablation_lrs",
                       "loss_ablation_tasks"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         object.__setattr__(self, "tasks", tuple(tuple(t) for t in self.tasks))
+        object.__setattr__(self, "task_tuning", tuple((str(t), int(e), float(lr)) for t, e, lr in self.task_tuning))
         unknown = [name for name, _ in self.tasks if name not in TASKS]
         if unknown:
             raise ConfigError(f"tasks {unknown} unknown; choose from {sorted(TASKS)}")
@@ -205,6 +212,11 @@ class RecurrentConfig(Preset):
                               f"{reach:.0f} tokens, shorter than {', '.join(too_long)}; no head could read the start "
                               f"of a sequence; use max bias >= {math.log2(max(t for _, t in self.tasks)):.1f} (the "
                               "standard is 8)")
+        bad = [f"{t} ({e} epochs, lr {lr:g})" for t, e, lr in self.task_tuning
+               if t not in dict(self.tasks) or e < 1 or not lr > 0]
+        if bad:
+            raise ConfigError(f"task_tuning {bad}: each recipe names a task of `tasks` "
+                              f"({[name for name, _ in self.tasks]}), epochs >= 1 and a learning rate > 0")
         if self.lm_downstream_items < 0:
             raise ConfigError(f"lm_downstream_items={self.lm_downstream_items} must be >= 0 (0 = no downstream scores)")
         if self.task_curve_points < 0 or self.task_curve_probe < 1:
@@ -232,20 +244,32 @@ class TaskRun:
     seed: int
     loss_on: str  # "all" | "scored" (rlib.recurrent.synthetic.FitConfig)
     ablation: bool = False  # trained with the other loss than the preset's (the loss ablation)
+    epochs: int = 0  # 0 = the preset's task_epochs; else a run of the tuning grid (task_tuning)
+    lr: float = 0.0  # 0 = the preset's task_lr
 
     @property
     def name(self) -> str:
-        return f"task-{self.task}-{self.block}-s{self.seed}" + (f"-loss-{self.loss_on}" if self.ablation else "")
+        loss = f"-loss-{self.loss_on}" if self.ablation else ""
+        tuned = f"-e{self.epochs}-lr{self.lr:g}" if self.tuned else ""
+        return f"task-{self.task}-{self.block}-s{self.seed}{loss}{tuned}"
+
+    @property
+    def tuned(self) -> bool:
+        """A run of the tuning grid (its own epochs and learning rate), not of the main comparison."""
+        return bool(self.epochs or self.lr)
 
 
 def task_runs(cfg: RecurrentConfig) -> list[TaskRun]:
-    """Every task x seed x block with the preset's loss, then the loss ablation (first seed, the other loss)."""
+    """Every task x seed x block with the preset's loss, then the loss ablation (first seed, the other loss), then
+    the tuning grid (first seed, each (task, epochs, lr) of `task_tuning`, both blocks)."""
     runs = [TaskRun(task, seq_len, block, seed, cfg.task_loss) for task, seq_len in cfg.tasks for seed in cfg.task_seeds
             for block in ("recurrent", "transformer")]
     other = next(loss for loss in LOSS_TARGETS if loss != cfg.task_loss)
     lengths = dict(cfg.tasks)
     runs += [TaskRun(task, lengths[task], block, cfg.task_seeds[0], other, ablation=True)
              for task in cfg.loss_ablation_tasks for block in ("recurrent", "transformer")]
+    runs += [TaskRun(task, lengths[task], block, cfg.task_seeds[0], cfg.task_loss, epochs=epochs, lr=lr)
+             for task, epochs, lr in cfg.task_tuning for block in ("recurrent", "transformer")]
     return runs
 
 

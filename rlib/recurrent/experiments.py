@@ -139,15 +139,17 @@ def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
                       alibi_max_bias=cfg.task_alibi_max_bias)
     torch.manual_seed(run.seed)
     model = TaskModel(config, train_data.head, run.seq_len, seed=run.seed)
-    fit_cfg = FitConfig(cfg.task_epochs, cfg.task_batch, cfg.task_lr, seed=run.seed, loss_on=run.loss_on,
-                        curve_points=cfg.task_curve_points)
+    epochs = run.epochs or cfg.task_epochs
+    points = cfg.task_curve_points * max(1, round(epochs / cfg.task_epochs))  # the main runs' spacing, longer runs
+    fit_cfg = FitConfig(epochs, cfg.task_batch, run.lr or cfg.task_lr, seed=run.seed, loss_on=run.loss_on,
+                        curve_points=points)
     trained = fit(model, train_data, fit_cfg, desc=run.name, probe=test_data.subset(slice(0, cfg.task_curve_probe)))
     return {"name": run.name, **dataclasses.asdict(run), "train": trained, "test": evaluate(model, test_data)}
 
 
 def task_grid_key(cfg: RecurrentConfig) -> tuple:
-    """The settings every task run trains under (the task grid's cache key); the seeds and the loss ablation only
-    add runs, each carrying its own, so cpu-long reads cpu's task runs back."""
+    """The settings every task run trains under (the task grid's cache key); the seeds, the loss ablation and the
+    tuning grid only add runs, each carrying its own, so cpu-long reads cpu's task runs back."""
     return (cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs, cfg.task_batch,
             cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe)
 

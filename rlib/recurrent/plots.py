@@ -6,6 +6,7 @@
     plot_tasks          token and sequence accuracy per synthetic task, RT vs Transformer (Figs. 5-6)
     plot_task_curves    token accuracy on a probe set against training steps, one panel per task, chance dashed
     plot_lm_curves      validation loss against training steps, deep vs shallow-wide (Table 1's runs)
+    plot_tuning_curves  the tuning grid's learning curves beside the main run's (App. D.2)
     plot_ablation       test NLL against learning rate with and without the pre-KV norm (Fig. 7)
     plot_gradient_paths ||dz_t/dx_1|| against t for several spectral radii of alpha V (Theorem 4.1)
 """
@@ -23,7 +24,7 @@ from kernels.tiled_prefill import tiles
 from rlib.plotting import PALETTE, new_figure
 
 __all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_task_curves", "plot_tasks",
-           "plot_tile_schedule", "plot_traffic"]
+           "plot_tile_schedule", "plot_traffic", "plot_tuning_curves"]
 
 
 def _label(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -97,7 +98,7 @@ def plot_tasks(table: pd.DataFrame, title: str) -> Figure:
 def plot_task_curves(curves: pd.DataFrame, title: str) -> Figure:
     """`tables.task_curve_table`'s main runs: token accuracy against optimizer steps per task (one panel each), one
     line per block and seed (later seeds fainter), and the task's chance accuracy as a dashed line."""
-    main = curves[~curves["ablation"].astype(bool)]
+    main = curves[~curves["ablation"].astype(bool) & ~_tuned(curves)]
     tasks = list(dict.fromkeys(main["task"]))
     cols = min(4, max(1, len(tasks)))
     rows_n = -(-len(tasks) // cols)
@@ -122,6 +123,39 @@ def plot_task_curves(curves: pd.DataFrame, title: str) -> Figure:
         ax.set_xlabel("optimizer step", fontsize=8)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def _tuned(curves: pd.DataFrame) -> pd.Series:
+    """The rows of tuning-grid runs (a table written before the grid existed has none)."""
+    return curves["tuned"].astype(bool) if "tuned" in curves else pd.Series(False, index=curves.index)
+
+
+def plot_tuning_curves(curves: pd.DataFrame, main_epochs: int, main_lr: float, title: str) -> Figure:
+    """The tuning grid's learning curves (`tables.task_curve_table` rows with `tuned`) beside the first seed's main
+    run: one panel per tuned task, colour = block, line style = recipe, chance dashed."""
+    tuned = curves[_tuned(curves)]
+    tasks = list(dict.fromkeys(tuned["task"]))
+    main = curves[~curves["ablation"].astype(bool) & ~_tuned(curves) & curves["task"].isin(tasks)]
+    main = main[main["seed"] == main["seed"].min()].assign(epochs=main_epochs, lr=main_lr)
+    both = pd.concat([main, tuned], ignore_index=True)
+    recipes = sorted(set(zip(both["epochs"], both["lr"])))
+    styles = dict(zip(recipes, ("-", "--", ":", "-.")))
+    colours = dict(zip(("recurrent", "transformer"), sns.color_palette(PALETTE, 2)))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.8 * len(tasks), 3.4), squeeze=False, layout="constrained")
+    for ax, task in zip(axes.flat, tasks):
+        rows = both[both["task"] == task]
+        for (block, epochs, lr), run in rows.groupby(["block", "epochs", "lr"], sort=False):
+            ax.plot(run["step"], run["token_acc"], linestyle=styles.get((epochs, lr), "-"),
+                    color=colours.get(block, "black"), label=f"{block}, {epochs} epochs, lr {lr:g}")
+        ax.axhline(rows["chance"].iloc[0], linestyle="--", color="grey", linewidth=1, label="chance")
+        ax.axhline(3 * rows["chance"].iloc[0], linestyle=":", color="grey", linewidth=1, label="3x chance")
+        ax.set_title(task.replace("_", " "), fontsize=9)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("optimizer step", fontsize=8)
+        ax.set_ylabel("token accuracy", fontsize=8)
+        ax.legend(fontsize=7)
     fig.suptitle(title)
     return fig
 

@@ -9,6 +9,7 @@
     lm_validation_table  validation NLL per step of the main LM runs, by block, depth and seed (the claims' curves)
     task_curve_table     token and sequence accuracy on a probe set against training steps, every task run, with
                          the task's chance accuracy (is a run at chance, still learning, or flat?)
+    tuning_table         the tuning grid's recipes (epochs, learning rate) beside the main run, best marked (App. D.2)
     downstream_table     zero-shot accuracy and gold-answer CE of the main LM runs on the local tasks (Sec. 7.2,
                          Tables 3-10), RT minus T paired over items
 """
@@ -23,13 +24,21 @@ import pandas as pd
 from rlib.recurrent.tasks import chance_token_acc
 
 __all__ = ["DOWNSTREAM_CHANCE", "ablation_table", "downstream_table", "lm_curves", "lm_table", "lm_validation_table",
-           "loss_table", "task_curve_table", "task_seed_table", "task_table"]
+           "loss_table", "task_curve_table", "task_seed_table", "task_table", "tuning_table"]
 
 
-def _task_rows(results: list[dict[str, Any]]) -> pd.DataFrame:
+def _tuned(r: dict[str, Any]) -> bool:
+    return bool(r.get("epochs") or r.get("lr"))
+
+
+def _task_rows(results: list[dict[str, Any]], tuned: bool = False) -> pd.DataFrame:
+    """One row per task run: the main comparison and the loss ablation, or (tuned=True) the tuning grid's runs."""
     return pd.DataFrame([{"task": r["task"], "block": r["block"], "seed": r["seed"], "loss_on": r["loss_on"],
-                          "ablation": r["ablation"], "token_acc": r["test"]["token_acc"],
-                          "seq_acc": r["test"]["seq_acc"], "minutes": r["train"]["seconds"] / 60} for r in results])
+                          "ablation": r["ablation"], "epochs": r.get("epochs", 0), "lr": r.get("lr", 0.0),
+                          "token_acc": r["test"]["token_acc"], "seq_acc": r["test"]["seq_acc"],
+                          "minutes": r["train"]["seconds"] / 60} for r in results if _tuned(r) == tuned],
+                        columns=["task", "block", "seed", "loss_on", "ablation", "epochs", "lr", "token_acc",
+                                 "seq_acc", "minutes"])
 
 
 def task_table(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -39,6 +48,22 @@ def task_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     return df.groupby(["task", "block"], sort=False).agg(
         token_acc=("token_acc", "mean"), seq_acc=("seq_acc", "mean"), token_acc_sd=("token_acc", "std"),
         seeds=("seed", "count"), minutes=("minutes", "mean")).reset_index()
+
+
+def tuning_table(results: list[dict[str, Any]], epochs: int, lr: float) -> pd.DataFrame:
+    """The tuning grid (App. D.2: each model tuned over learning rates, the best run reported): for every tuned task
+    and block, the first seed's main run (the preset's `epochs` and `lr`) and each tuned recipe, the best by token
+    accuracy marked."""
+    tuned = _task_rows(results, tuned=True)
+    if tuned.empty:
+        return pd.DataFrame(columns=["task", "block", "epochs", "lr", "token_acc", "seq_acc", "minutes", "best"])
+    main = _task_rows(results)
+    main = main[~main["ablation"] & main["task"].isin(set(tuned["task"])) & (main["seed"] == main["seed"].min())]
+    table = pd.concat([main.assign(epochs=epochs, lr=lr), tuned], ignore_index=True)
+    table = table[["task", "block", "epochs", "lr", "token_acc", "seq_acc", "minutes"]]
+    best = table.groupby(["task", "block"])["token_acc"].transform("max")
+    return table.assign(best=table["token_acc"] == best).sort_values(["task", "block", "epochs", "lr"]).reset_index(
+        drop=True)
 
 
 def loss_table(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -134,8 +159,10 @@ def downstream_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 def task_curve_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per task run and evaluated step: accuracies on the probe set, the train loss then, and chance."""
-    columns = ["task", "block", "seed", "loss_on", "ablation", "step", "train_loss", "token_acc", "seq_acc", "chance"]
+    columns = ["task", "block", "seed", "loss_on", "ablation", "tuned", "epochs", "lr", "step", "train_loss",
+               "token_acc", "seq_acc", "chance"]
     rows = [{"task": r["task"], "block": r["block"], "seed": r["seed"], "loss_on": r["loss_on"],
-             "ablation": r["ablation"], **point, "chance": chance_token_acc(r["task"], r["seq_len"])}
+             "ablation": r["ablation"], "tuned": _tuned(r), "epochs": r.get("epochs", 0), "lr": r.get("lr", 0.0),
+             **point, "chance": chance_token_acc(r["task"], r["seq_len"])}
             for r in results for point in r["train"].get("curve", [])]
     return pd.DataFrame(rows, columns=columns)
