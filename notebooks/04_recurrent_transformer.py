@@ -209,6 +209,17 @@ if cfg.ablation_lrs:
     run.figure(plots.plot_ablation(ablation, "Shallow RT: the norm before the persistent K/V"), "norm_ablation");
 
 # %% [markdown]
+# The paper trains its 150M models at two batch sizes (Figs. 8-9, Tables 4 and 7) to show that RT's gain is not an
+# artefact of one batch size below the critical one. The `cpu-long` profile trains the grid again at twice the
+# batch and half the steps, the same tokens:
+
+# %%
+if cfg.lm_batch_alt:
+    run.table(tables.batch_table(lm_results), "lm_batches")
+    run.figure(plots.plot_lm_curves(tables.lm_curves(lm_results, alt_batch=True),
+                                    f"Validation NLL at batch {cfg.lm_batch_alt} (Figs. 8-9)"), "lm_curves_batch");
+
+# %% [markdown]
 # ### Downstream (Sec. 7.2, Tables 3-10)
 #
 # The paper scores its LMs by the cross-entropy of the gold answer on piqa, hellaswag and others, and finds the

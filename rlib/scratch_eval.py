@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlib.eval import RlibLM
+from rlib.eval import RlibLM, _logits
 from rlib.vocab import CompactVocab
 
 __all__ = ["DOWNSTREAM_TASKS", "ScratchLM", "downstream_scores"]
@@ -79,7 +79,7 @@ class ScratchLM(RlibLM):
             for start in range(0, len(order), self.batch_size):
                 members = order[start:start + self.batch_size]
                 inputs = [self._fit(*pairs[i]) for i in members]
-                logits = self.model(self._padded(inputs))  # [B, T, V], causal: the right padding is never read
+                logits = _logits(self.model, self._padded(inputs))  # [B, T, V]; causal: padding never read
                 logprobs = torch.log_softmax(logits.float(), dim=-1)
                 for row, i in enumerate(members):
                     target = pairs[i][1][-min(len(pairs[i][1]), len(inputs[row])):]  # a cut context keeps them all
@@ -107,8 +107,9 @@ def _LMInit(lm: Any) -> None:
 
 def downstream_scores(lm: ScratchLM, tasks: tuple[str, ...] = DOWNSTREAM_TASKS, limit: int | None = None,
                       num_fewshot: int = 0) -> dict[str, dict[str, Any]]:
-    """{task: {"acc", "acc_stderr", "acc_norm" (NaN where the task has none), "n", "gold_ce" (a list, in the task's
-    item order), "gold_ce_mean"}} for the book's local tasks, through lm-eval with per-sample logging."""
+    """{task: {"acc", "acc_stderr", "acc_norm" and "acc_norm_stderr" (NaN where the task has none), "n", "gold_ce"
+    (a list, in the task's item order), "gold_ce_mean"}} for the book's local tasks, through lm-eval with per-sample
+    logging."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -124,6 +125,7 @@ def downstream_scores(lm: ScratchLM, tasks: tuple[str, ...] = DOWNSTREAM_TASKS, 
         gold = [_gold_ce(sample) for sample in samples]
         scores[task] = {"acc": float(metrics["acc,none"]), "acc_stderr": float(metrics["acc_stderr,none"]),
                         "acc_norm": float(metrics.get("acc_norm,none", float("nan"))),
+                        "acc_norm_stderr": float(metrics.get("acc_norm_stderr,none", float("nan"))),
                         "n": len(samples), "gold_ce": gold, "gold_ce_mean": float(np.mean(gold))}
     return scores
 

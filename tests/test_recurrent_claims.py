@@ -494,3 +494,20 @@ def test_downstream_accuracy_is_near_chance_inside_the_binomial_interval():
     assert _verdict({"downstream": _downstream(0.0, 0.1, 0.30)}, claim) == "held"  # 0.25 +- 0.060 at n 200
     above = _judge({"downstream": _downstream(0.0, 0.1, 0.40)}).loc[claim]
     assert above["verdict"] == "not held" and above["diagnosis"] == "setup" and "in-domain" in above["evidence"]
+
+
+def _batches(rt_small: float, rt_large: float, t_small: float = 5.10, t_large: float = 5.15) -> pd.DataFrame:
+    rows = []
+    for depth in ("deep", "shallow"):
+        for batch, rt, t in ((16, rt_small, t_small), (32, rt_large, t_large)):
+            for block, nll in (("recurrent", rt), ("transformer", t)):
+                rows.append({"block": block, "depth": depth, "batch": batch, "steps": 4800 // batch,
+                             "tokens": 307_200, "test_nll": nll, "test_nll_sd": 0.01, "seeds": 2})
+    return pd.DataFrame(rows)
+
+
+def test_batch_sizes_need_rt_ahead_at_both_and_no_larger_rise():
+    claim = "rt.fig8_9.batch_sizes_150m"
+    assert _verdict({"lm_batches": _batches(5.00, 5.04)}, claim) == "held"
+    tie = _judge({"lm_batches": _batches(5.00, 5.145)}).loc[claim]  # ahead at 16, level at 32, rises more
+    assert tie["verdict"] == "not held" and "deep batch 32" in tie["evidence"] and "RT rises more" in tie["evidence"]

@@ -28,8 +28,11 @@ def test_run_lists_are_unique_and_pair_every_ablation_rate():
     cfg = RecurrentConfig.preset("cpu-long")  # the profile with every study (cpu leaves the ablations to it)
     runs = lm_runs(cfg)
     names = [r.name for r in runs]
-    assert len(names) == len(set(names)) == (4 + cfg.lm_transformer_2l) * len(cfg.lm_seeds) + 2 * len(
-        cfg.ablation_lrs) - 1
+    assert len(names) == len(set(names)) == (4 + cfg.lm_transformer_2l + 4 * bool(cfg.lm_batch_alt)) * len(
+        cfg.lm_seeds) + 2 * len(cfg.ablation_lrs) - 1
+    alt = [r for r in runs if r.batch]
+    assert {r.batch for r in alt} == {cfg.lm_batch_alt} and not any(r.main for r in alt)
+    assert sum(r.main for r in runs) == (4 + cfg.lm_transformer_2l) * len(cfg.lm_seeds)
     ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]]
     assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
@@ -142,6 +145,8 @@ def test_tuning_recipes_are_validated_before_any_run():
             dataclasses.replace(cfg, task_tuning=(recipe,))
     with pytest.raises(ConfigError, match="lm_downstream_items=-1"):
         dataclasses.replace(cfg, lm_downstream_items=-1)
+    with pytest.raises(ConfigError, match="lm_batch_alt=16"):
+        dataclasses.replace(cfg, lm_batch_alt=cfg.lm_batch)
 
 
 def _task_result(block: str, acc: float, epochs: int = 0, lr: float = 0.0) -> dict:
@@ -161,3 +166,25 @@ def test_tuning_table_puts_the_main_run_beside_each_recipe_and_marks_the_best():
     main = tables.task_table(results)  # the main comparison keeps the one-recipe runs only
     assert sorted(main["token_acc"]) == [0.15, 0.18]
     assert tables.tuning_table(results[:2], epochs=5, lr=3e-3).empty
+
+
+def _lm_result(block: str, depth: str, seed: int, nll: float, batch: int = 16, alt: bool = False) -> dict:
+    name = f"lm-{block}-{depth}{'-batch' + str(batch) if alt else ''}-s{seed}"
+    return {"name": name, "block": block, "depth": depth, "seed": seed, "lr": 3e-3, "kv_norm": True, "main": not alt,
+            "batch": batch, "steps": 4800 // batch, "tokens": 4800 * 64, "n_layers": 4, "d_model": 128, "n_heads": 8,
+            "non_embedding_params": 10, "kv_floats_per_token": 8, "test_nll": nll, "test_nll_se": 0.01,
+            "final_train_loss": nll, "val_loss": nll, "seconds": 60.0, "curve": {"step": [1], "val_loss": [nll]},
+            "downstream": {}}
+
+
+def test_the_second_batch_size_stays_out_of_table_1_and_the_norm_ablation():
+    results = [_lm_result(b, d, s, 5.0 + 0.1 * (b == "transformer") + 0.01 * s + (0.2 if alt else 0.0), batch,
+                          alt) for b in ("recurrent", "transformer") for d in ("deep", "shallow") for s in (0, 1)
+               for batch, alt in ((16, False), (32, True))]
+    assert len(tables.lm_table(results)) == 4 and (tables.lm_table(results)["seeds"] == 2).all()
+    assert tables.lm_table(results)["test_nll"].max() < 5.2  # no batch-32 run in Table 1's means
+    batches = tables.batch_table(results)
+    assert len(batches) == 8 and set(batches["batch"]) == {16, 32} and set(batches["steps"]) == {300, 150}
+    assert set(tables.lm_curves(results, alt_batch=True)["val_loss"].round(2)) == {5.2, 5.21, 5.3, 5.31}
+    assert tables.batch_table([r for r in results if r["main"]]).empty  # one batch size: no table
+    assert len(tables.ablation_table(results)) == 1  # the one main shallow RT run of the first seed

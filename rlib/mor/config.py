@@ -113,6 +113,7 @@ class MoRConfig(Preset):
     relaxations: tuple[str, ...] = ()  # names in RELAXATIONS at the ablation budget (Table 13)
     relax_rank: int = 16  # Table 13's LoRA rank, scaled with width: the paper's 64 at d 960 is ~1/15 of d
     relax_len: int = 32  # Table 13's adaptation prompt, scaled with context: the paper's 256 with 2K is 1/8 of it
+    fewshot_items: int = 0  # items of book_nextline and book_cloze each main run's first seed is scored on (Table 3)
 
     # fields that only choose which runs exist (each `MoRVariant` carries its spec, budget, seed and tag) or set up a
     # study over trained models: left out of the run cache's key (Preset.grid_context)
@@ -126,7 +127,7 @@ class MoRConfig(Preset):
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
             decode_windows=1, precision="auto", head_dim=32, gate_ablations=("ec_replace", "rec_gated"),
-            relaxations=("enc", "lora", "adapt_p"), relax_rank=4, relax_len=4),
+            relaxations=("enc", "lora", "adapt_p"), relax_rank=4, relax_len=4, fewshot_items=4),
         # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the router and gate
         # ablations are cpu-long's (below)
         "cpu": dict(
@@ -134,7 +135,8 @@ class MoRConfig(Preset):
             n_kv_heads=2, d_ffn=768, n_layers=14, seq_len=256, n_recursions=3, extra_recursions=(2,), budget=5e12,
             ablation_tokens=160_000, batch_size=16, micro_batch_size=16, lr=3e-3, warmup_frac=0.05, seeds=(0, 1),
             router_ablations=(), sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True,
-            val_windows=32, eval_windows=64, evals_per_run=6, decode_windows=8, precision="auto", gate_ablations=()),
+            val_windows=32, eval_windows=64, evals_per_run=6, decode_windows=8, precision="auto", gate_ablations=(),
+            fewshot_items=200),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
             d_ffn=1536, n_layers=14, seq_len=512, n_recursions=3, extra_recursions=(2, 4), budget=2e15,
@@ -142,7 +144,7 @@ class MoRConfig(Preset):
             seeds=(0, 1, 2), router_ablations=tuple(ROUTER_ABLATIONS),
             sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=128,
             eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS,
-            relaxations=tuple(RELAXATIONS), relax_rank=32, relax_len=64),
+            relaxations=tuple(RELAXATIONS), relax_rank=32, relax_len=64, fewshot_items=200),
     }
     # cpu-long: the cpu grid (read back from cpu's run folders) plus the router rows of Tables 4/10/11, the gate
     # ablation at every seed and Table 13's relaxations (14 runs, about 14 min on 2 cores)
@@ -162,6 +164,8 @@ class MoRConfig(Preset):
         unknown = [a for a in self.relaxations if a not in RELAXATIONS]
         if unknown:
             raise ConfigError(f"relaxations {unknown} unknown; choose from {list(RELAXATIONS)}")
+        if self.fewshot_items < 0:
+            raise ConfigError(f"fewshot_items={self.fewshot_items} must be >= 0 (0 = no few-shot column)")
         if self.relax_rank < 1 or self.relax_len < 1:
             raise ConfigError(f"relax_rank={self.relax_rank} and relax_len={self.relax_len} must be >= 1")
         for nr in (self.n_recursions, *self.extra_recursions):

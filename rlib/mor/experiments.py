@@ -25,13 +25,13 @@ from rlib.mor.model import MoRDecoder, MoRLoss, build, vanilla
 from rlib.mor.spec import MoRSpec
 from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "MAIN", "load_model", "main_model", "make_model", "run_grid", "run_steps",
-           "test_nll", "windows"]
+__all__ = ["CHAPTER", "CODE_MODULES", "MAIN", "fewshot_scores", "load_model", "main_model", "make_model", "run_grid",
+           "run_steps", "test_nll", "windows"]
 
 CHAPTER = "03_mixture_of_recursions"
 CODE_MODULES = ("rlib.mor.config", "rlib.mor.experiments", "rlib.mor.model", "rlib.mor.routers", "rlib.mor.spec",
                 "rlib.mor.flops", "rlib.mor.analysis", "rlib.train", "rlib.data", "rlib.vocab", "rlib.model.decoder",
-                "rlib.model.layers")
+                "rlib.model.layers", "rlib.scratch_eval", "rlib.tasks")
 
 # the main comparison's models by short name
 MAIN = {
@@ -86,6 +86,22 @@ def test_nll(model, windows: torch.Tensor, cfg: MoRConfig, **kwargs) -> float:
     return rl_eval.perplexity(scored, windows, batch_size=cfg.micro_batch_size, dtype=dtype, progress=False)["nll"]
 
 
+def fewshot_scores(model, cfg: MoRConfig) -> dict[str, dict[str, float]]:
+    """Table 3's accuracy column on the local tasks (book_nextline, book_cloze; their standard 0 shots), through
+    lm-eval (`rlib.scratch_eval`): a routed model decides causally (`mode="causal"`), since top-k over a padded
+    window would read the future and the padding."""
+    from rlib import data
+    from rlib.scratch_eval import ScratchLM, downstream_scores
+
+    model.eval()
+    routed = isinstance(model, MoRDecoder) and bool(model.recursions)
+    scored = (lambda ids: model(ids, mode="causal")) if routed else model
+    lm = ScratchLM(scored, data.load_tokenizer(cfg.tokenizer), cfg.text().vocabulary(), max_length=cfg.seq_len,
+                   batch_size=cfg.micro_batch_size)
+    return {task: {key: value for key, value in score.items() if key != "gold_ce"}
+            for task, score in downstream_scores(lm, limit=cfg.fewshot_items).items()}
+
+
 def non_embedding_params(model) -> int:
     inner = model.decoder if isinstance(model, MoRDecoder) else model
     total = sum(p.numel() for p in model.parameters())
@@ -110,6 +126,9 @@ def run_variant(variant: MoRVariant, cfg: MoRConfig, slot: experiments.RunSlot,
         scaling = analysis.depth_scaling(model, held["test"], cfg.micro_batch_size)
         after["depth_scaling"] = scaling["nll"].tolist()
         after["depth_scaling_se"] = {"step": scaling["step_se"].tolist(), "gain": scaling["gain_se"].tolist()}
+    if cfg.fewshot_items and variant.tag == "" and variant.budget in ("flops", "tokens") and \
+            variant.seed == cfg.seeds[0]:
+        after["fewshot"] = fewshot_scores(model, cfg)
     (io.save if routed else convert.save)(model, slot.folder / "model")
     slot.drop_checkpoint()
     return {"name": variant.name, "label": variant.label, "tag": variant.tag, "budget": variant.budget,

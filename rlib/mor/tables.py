@@ -29,7 +29,8 @@ from rlib.mor.model import MoRDecoder
 from rlib.mor.spec import MoRSpec
 from rlib.vocab import CompactVocab
 
-__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "depth_text", "gate_table", "kv_bytes",
+__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "depth_text", "fewshot_table", "gate_table",
+           "kv_bytes",
            "kv_bytes_table", "kv_geometry_tables", "kv_table", "main_table", "paper_budget_table",
            "router_output_tables", "router_table", "sharing_table", "token_depth_table", "uptrain_table"]
 
@@ -63,6 +64,37 @@ def main_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     df = df[df["budget"].isin(["flops", "tokens"]) & (df["tag"] == "")]
     cols = ["params_m", "flops_per_token_m", "train_flops_e12", "tokens_m", "nll_causal", "tokens_per_s"]
     return _mean_std(df, ["label", "budget", "routing", "kv", "sharing", "nr"], cols)
+
+
+def fewshot_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Table 3's accuracy column on the local tasks: one row per scored run (first seed of each main run) and task,
+    its primary metric (`rlib.tasks.PRIMARY_METRIC`: length-normalised for the next line, as the paper normalises by
+    byte length; plain for the cloze word, as for LAMBADA) with its binomial s.e., and an "average" row per run (the
+    paper's average column; s.e. of the mean of independent tasks)."""
+    from rlib.tasks import PRIMARY_METRIC
+
+    chance = {"book_nextline": 0.25}
+    rows = []
+    for r in results:
+        scores = r["after"].get("fewshot")
+        if not scores:
+            continue
+        spec = r["spec"] or {}
+        base = {"label": r["label"], "budget": r["budget"], "routing": spec.get("routing", "vanilla"),
+                "nr": spec.get("n_recursions", 0), "seed": r["seed"]}
+        values, errors = [], []
+        for task, score in scores.items():
+            metric = PRIMARY_METRIC.get(task, "acc")
+            value, error = score[metric], score[f"{metric}_stderr"]
+            rows.append({**base, "task": task, "metric": metric, "n": score["n"], "value": value, "stderr": error,
+                         "chance": chance.get(task, np.nan)})
+            values.append(value)
+            errors.append(error)
+        rows.append({**base, "task": "average", "metric": "mean", "n": min(s["n"] for s in scores.values()),
+                     "value": float(np.mean(values)), "stderr": float(np.sqrt(np.sum(np.square(errors))) / len(errors)),
+                     "chance": np.nan})
+    return pd.DataFrame(rows, columns=["label", "budget", "routing", "nr", "seed", "task", "metric", "n", "value",
+                                       "stderr", "chance"])
 
 
 def curves(results: list[dict[str, Any]]) -> pd.DataFrame:

@@ -220,9 +220,9 @@ SPECS = (
     _spec("rt.fig8_9.batch_sizes_150m", "App. E.3, Figs. 8-9, Tables 4 and 7; Sec. 6.1 ('critical batch size')",
           "150M models trained at two batch sizes: 'we have benefits at various batch sizes'; this verifies RT's "
           "critical batch size is not below the Transformer's (values lost).",
-          "the LM grid at two batch sizes at equal tokens, 2 seeds: RT < T at equal depth at both (> 2 s.e.), and "
-          "RT's loss rise from the small to the large batch no larger than the Transformer's (threshold ours).",
-          "language_models.csv"),
+          "lm_batches: the LM grid at two batch sizes at equal tokens, 2 seeds: RT < T at equal depth at both (> 2 "
+          "s.e.), and RT's loss rise from the small to the large batch no larger than the Transformer's (threshold "
+          "ours), deep and shallow.", "lm_batches.csv"),
     _spec("rt.tables3_5_8.downstream_gold_ce", "Sec. 7.2, Table 3 (300M), App. E.3 Tables 5 and 8 (150M)",
           "Downstream CE of the gold answer on piqa, hellaswag, arc_easy, openbookqa, sciq, winogrande, e.g. 300M "
           "RT-12: 5.276, 4.052, 10.336, 11.557, -, 7.628; no directional claim in the text.",
@@ -239,8 +239,6 @@ SPECS = (
 )
 
 NOT_MEASURED = {
-    "rt.fig8_9.batch_sizes_150m": "needs: the LM grid at two batch sizes at equal tokens, 2 seeds, with validation "
-                                  "curves",
 }
 
 Rule = Callable[[Mapping[str, pd.DataFrame], RecurrentConfig], Verdict]
@@ -1159,3 +1157,36 @@ def _downstream_accuracy(tables, cfg) -> Verdict:
                                  f"({cfg.corpus}), an in-domain test, where the paper's models train on C4 and are "
                                  "scored on other domains (piqa, hellaswag, arc_easy, ...)")
     return bool(near.all()), measured, ("setup", f"{int((~near).sum())} runs fall below the chance interval")
+
+
+
+# ---- App. E.3, Figs. 8-9: two batch sizes -----------------------------------------------------------------------
+
+
+@_rule("rt.fig8_9.batch_sizes_150m", "lm_batches")
+def _batch_sizes(tables, cfg) -> Verdict:
+    table = tables["lm_batches"].set_index(["block", "depth", "batch"])
+    batches = sorted(table.index.get_level_values("batch").unique())
+    if len(batches) < 2:
+        return None, "one batch size only", None
+    small, large = batches[0], batches[-1]
+    parts, failing = [], []
+    for depth in ("deep", "shallow"):
+        for batch in (small, large):
+            rt, tf = table.loc[("recurrent", depth, batch)], table.loc[("transformer", depth, batch)]
+            gap, se, ok = _beats(rt, tf)
+            parts.append(f"{depth} batch {batch}: RT {rt['test_nll']:.4f} vs T {tf['test_nll']:.4f} (T - RT "
+                         f"{gap:+.4f}, {_in_se(gap, se)})")
+            failing += [] if ok else [f"{depth} batch {batch}"]
+        rise = {block: table.loc[(block, depth, large), "test_nll"] - table.loc[(block, depth, small), "test_nll"]
+                for block in ("recurrent", "transformer")}
+        parts.append(f"{depth} rise {small} -> {large}: RT {rise['recurrent']:+.4f}, T {rise['transformer']:+.4f}")
+        failing += [] if rise["recurrent"] <= rise["transformer"] else [f"{depth} RT rises more"]
+    seeds = int(table["seeds"].min())
+    measured = "; ".join(parts) + f"; {seeds} seed(s), {int(table['tokens'].iloc[0]):,} tokens per run"
+    if not failing:
+        return True, measured, None
+    lm = _lm_rows(tables) if "language_models" in tables else None
+    row = lm.loc[("recurrent", "deep")] if lm is not None else pd.Series({"params_m": float("nan")})
+    category, text = _lm_budget(tables, cfg, row) if lm is not None else ("budget", "")
+    return False, measured, (category, f"fails on {', '.join(failing)}; " + text)

@@ -139,6 +139,9 @@ class RecurrentConfig(Preset):
     lm_val_windows: int
     lm_test_windows: int
     lm_downstream_items: int  # items of book_nextline and book_cloze each LM run is scored on (0 = not scored)
+    # a second batch size for the deep and shallow models of both blocks, every seed, at equal tokens (Figs. 8-9:
+    # the paper trains its 150M models at two batch sizes); 0 = none
+    lm_batch_alt: int = 0
 
     PRESETS = {
         "smoke": dict(
@@ -150,7 +153,7 @@ class RecurrentConfig(Preset):
             task_curve_probe=8, task_seeds=(0,), tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
             lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_transformer_2l=True, lm_val_windows=2,
-            lm_test_windows=2, lm_downstream_items=4),
+            lm_test_windows=2, lm_downstream_items=4, lm_batch_alt=4),
         "cpu": dict(
             check_lengths=(33, 100), traffic_lengths=(64, 256, 1024, 4096, 16384), latency_lengths=(256, 1024, 4096),
             latency_shape=(256, 4, 4),
@@ -178,11 +181,12 @@ class RecurrentConfig(Preset):
             lm_test_windows=512, lm_downstream_items=200),
     }
     # cpu-long: the cpu grids (read back from cpu's run folders) plus recall with MAD's loss, the pre-KV-norm
-    # ablation over three learning rates, the 2L Transformer, and copy tuned over two learning rates at 3x the epochs
-    # (the cpu budget ends on the plateau RT leaves near step 1,200; the Transformer needs the higher rate): 13 runs
+    # ablation over three learning rates, the 2L Transformer, copy tuned over two learning rates at 3x the epochs
+    # (the cpu budget ends on the plateau RT leaves near step 1,200; the Transformer needs the higher rate) and the LM
+    # grid again at twice the batch and half the steps (Figs. 8-9): 21 runs
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "loss_ablation_tasks": ("in_context_recall",),
                            "ablation_lrs": (1e-3, 3e-3, 1e-2), "lm_transformer_2l": True,
-                           "task_tuning": (("copy", 15, 3e-3), ("copy", 15, 1e-2))}
+                           "task_tuning": (("copy", 15, 3e-3), ("copy", 15, 1e-2)), "lm_batch_alt": 32}
 
     def __post_init__(self) -> None:
         for field in ("check_lengths", "traffic_lengths", "latency_lengths", "task_seeds", "lm_seeds", "ablation_lrs",
@@ -217,6 +221,9 @@ class RecurrentConfig(Preset):
         if bad:
             raise ConfigError(f"task_tuning {bad}: each recipe names a task of `tasks` "
                               f"({[name for name, _ in self.tasks]}), epochs >= 1 and a learning rate > 0")
+        if self.lm_batch_alt < 0 or self.lm_batch_alt == self.lm_batch:
+            raise ConfigError(f"lm_batch_alt={self.lm_batch_alt}: 0 (none) or a batch other than lm_batch="
+                              f"{self.lm_batch}")
         if self.lm_downstream_items < 0:
             raise ConfigError(f"lm_downstream_items={self.lm_downstream_items} must be >= 0 (0 = no downstream scores)")
         if self.task_curve_points < 0 or self.task_curve_probe < 1:
@@ -280,12 +287,19 @@ class LMRun:
     seed: int
     lr: float = 0.0  # 0 = the config's lm_lr
     kv_norm: bool = True
+    batch: int = 0  # 0 = the config's lm_batch; else Figs. 8-9's second batch size, at equal tokens
 
     @property
     def name(self) -> str:
         tag = "" if self.kv_norm else "-nonorm"
         lr = f"-lr{self.lr:g}" if self.lr else ""
-        return f"lm-{self.block}-{self.depth}{tag}{lr}-s{self.seed}"
+        batch = f"-batch{self.batch}" if self.batch else ""
+        return f"lm-{self.block}-{self.depth}{tag}{lr}{batch}-s{self.seed}"
+
+    @property
+    def main(self) -> bool:
+        """A run of Table 1's grid (the config's lr and batch, with the norm), not of an ablation."""
+        return self.kv_norm and not self.lr and not self.batch
 
 
 def lm_runs(cfg: RecurrentConfig) -> list[LMRun]:
@@ -293,6 +307,9 @@ def lm_runs(cfg: RecurrentConfig) -> list[LMRun]:
             for depth in ("deep", "shallow")]
     if cfg.lm_transformer_2l:
         runs += [LMRun("transformer", "double", seed) for seed in cfg.lm_seeds]
+    if cfg.lm_batch_alt:
+        runs += [LMRun(block, depth, seed, batch=cfg.lm_batch_alt) for seed in cfg.lm_seeds
+                 for block in ("transformer", "recurrent") for depth in ("deep", "shallow")]
     first = cfg.lm_seeds[0]
     for lr in cfg.ablation_lrs:
         for kv_norm in (True, False):

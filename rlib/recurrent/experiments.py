@@ -167,22 +167,26 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
     config = lm_config(run, cfg, text.size)
     model = RTModel(config, seed=run.seed)
     lr = run.lr or cfg.lm_lr
-    tcfg = TrainConfig(lr=lr, schedule="cosine", warmup_steps=max(1, cfg.lm_steps // 20), max_steps=cfg.lm_steps,
-                       batch_size=cfg.lm_batch, micro_batch_size=cfg.lm_batch, eval_every=max(1, cfg.lm_steps // 6),
-                       eval_batches=max(1, cfg.lm_val_windows // cfg.lm_batch), checkpoint_final=False,
+    batch = run.batch or cfg.lm_batch
+    steps = max(1, cfg.lm_steps * cfg.lm_batch // batch)  # another batch size trains on the same tokens
+    tcfg = TrainConfig(lr=lr, schedule="cosine", warmup_steps=max(1, steps // 20), max_steps=steps,
+                       batch_size=batch, micro_batch_size=batch, eval_every=max(1, steps // 6),
+                       eval_batches=max(1, cfg.lm_val_windows // batch), checkpoint_final=False,
                        seed=run.seed, weight_decay=0.0)
     train_dir = slot.train_dir
     result = train(model, text.train_windows(), tcfg, train_dir,
                    val_windows=text.heldout("validation", cfg.lm_val_windows, seed=1))
     test = rl_eval.perplexity(model, text.heldout("test", cfg.lm_test_windows, seed=0), batch_size=cfg.lm_batch,
                               progress=False)
-    downstream = _downstream(model, cfg) if cfg.lm_downstream_items else {}
+    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.kv_norm and not run.lr and not run.batch \
+        else {}
     log = pd.read_csv(train_dir / "metrics.csv")
     curve = log.dropna(subset=["val_loss"])[["step", "val_loss"]]
     slot.drop_checkpoint()
     non_embedding = sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
-    return {"name": run.name, **dataclasses.asdict(run), "lr": lr, "d_model": config.d_model,
-            "n_layers": config.n_layers, "n_heads": config.n_heads, "non_embedding_params": non_embedding,
+    return {"name": run.name, **dataclasses.asdict(run), "main": run.main, "lr": lr, "batch": batch, "steps": steps,
+            "d_model": config.d_model, "n_layers": config.n_layers, "n_heads": config.n_heads,
+            "non_embedding_params": non_embedding,
             "kv_floats_per_token": config.kv_floats_per_token(), "test_nll": test["nll"], "test_nll_se": test["nll_se"],
             "final_train_loss": result.train_loss, "val_loss": result.val_loss, "seconds": result.seconds,
             "tokens": result.tokens, "curve": {"step": curve["step"].tolist(), "val_loss": curve["val_loss"].tolist()},

@@ -4,6 +4,7 @@
     loss_table       the loss ablation: tasks trained on every next token (MAD) and on the scored targets only
     lm_table         Transformer vs RT, deep vs shallow-wide: parameters, KV-cache per token, test NLL (Table 1)
     ablation_table   shallow RT with and without the pre-KV norm over learning rates (Fig. 7)
+    batch_table      the deep and shallow models of both blocks at two batch sizes, equal tokens (Figs. 8-9)
     lm_curves        validation loss against steps for every run
     task_seed_table  the main task runs per seed (the seed spread behind task_table's means; the claims' s.d.)
     lm_validation_table  validation NLL per step of the main LM runs, by block, depth and seed (the claims' curves)
@@ -23,8 +24,8 @@ import pandas as pd
 
 from rlib.recurrent.tasks import chance_token_acc
 
-__all__ = ["DOWNSTREAM_CHANCE", "ablation_table", "downstream_table", "lm_curves", "lm_table", "lm_validation_table",
-           "loss_table", "task_curve_table", "task_seed_table", "task_table", "tuning_table"]
+__all__ = ["DOWNSTREAM_CHANCE", "ablation_table", "batch_table", "downstream_table", "lm_curves", "lm_table",
+           "lm_validation_table", "loss_table", "task_curve_table", "task_seed_table", "task_table", "tuning_table"]
 
 
 def _tuned(r: dict[str, Any]) -> bool:
@@ -75,14 +76,23 @@ def loss_table(results: list[dict[str, Any]]) -> pd.DataFrame:
         ["task", "block", "loss_on"]).reset_index(drop=True)
 
 
+def _main_lm(r: dict[str, Any]) -> bool:
+    """A run of Table 1's grid: the preset's lr and batch, with the pre-KV norm (not an ablation)."""
+    return bool(r.get("main", r["kv_norm"] and "-lr" not in r["name"]))
+
+
+def _alt_batch(r: dict[str, Any]) -> bool:
+    """A run of Figs. 8-9's second batch size (Table 1's grid otherwise: lr, norm)."""
+    return "-batch" in r["name"]
+
+
 def _lm_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([{k: v for k, v in r.items() if k not in ("curve", "downstream")} for r in results])
 
 
 def lm_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     """Table 1's layout: the main runs (default learning rate, with the pre-KV norm), mean and s.d. over seeds."""
-    df = _lm_frame(results)
-    main = df[df["kv_norm"] & ~df["name"].str.contains("-lr")]
+    main = _lm_frame([r for r in results if _main_lm(r)])
     table = main.groupby(["block", "depth"], sort=False).agg(
         n_layers=("n_layers", "first"), d_model=("d_model", "first"), params_m=("non_embedding_params", "first"),
         kv_floats_per_token=("kv_floats_per_token", "first"), test_nll=("test_nll", "mean"),
@@ -92,8 +102,21 @@ def lm_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     return table
 
 
+def batch_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Figs. 8-9 / Tables 4 and 7: the deep and shallow models of both blocks at each batch size (equal tokens), mean
+    and s.d. of the test NLL over seeds."""
+    runs = [r for r in results if (_main_lm(r) and r["depth"] != "double") or _alt_batch(r)]
+    if not any(_alt_batch(r) for r in runs):
+        return pd.DataFrame(columns=["block", "depth", "batch", "steps", "tokens", "test_nll", "test_nll_sd", "seeds"])
+    df = _lm_frame(runs)
+    return df.groupby(["block", "depth", "batch"], sort=False).agg(
+        steps=("steps", "first"), tokens=("tokens", "first"), test_nll=("test_nll", "mean"),
+        test_nll_sd=("test_nll", "std"), seeds=("seed", "count")).reset_index().sort_values(
+        ["batch", "depth", "block"]).reset_index(drop=True)
+
+
 def ablation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    df = _lm_frame(results)
+    df = _lm_frame([r for r in results if not _alt_batch(r)])
     first = df["seed"].min()
     sel = df[(df["block"] == "recurrent") & (df["depth"] == "shallow") & (df["seed"] == first)]
     table = sel[["kv_norm", "lr", "test_nll", "final_train_loss"]].sort_values(["kv_norm", "lr"])
@@ -101,11 +124,12 @@ def ablation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def lm_curves(results: list[dict[str, Any]]) -> pd.DataFrame:
+def lm_curves(results: list[dict[str, Any]], alt_batch: bool = False) -> pd.DataFrame:
+    """Validation NLL against steps of Table 1's runs, or (alt_batch) of the second batch size's (Figs. 8-9)."""
     rows = []
     for r in results:
         label = f"{r['block']} {r['depth']} (L={r['n_layers']}, D={r['d_model']})"
-        if not r["kv_norm"] or "-lr" in r["name"]:
+        if not (_alt_batch(r) if alt_batch else _main_lm(r)):
             continue
         for step, loss in zip(r["curve"]["step"], r["curve"]["val_loss"]):
             rows.append({"label": label, "seed": r["seed"], "step": step, "val_loss": loss})
@@ -120,7 +144,7 @@ def task_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 def lm_validation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     """Validation NLL at every evaluated step of the main LM runs (default lr, with the pre-KV norm)."""
-    main = [r for r in results if r["kv_norm"] and "-lr" not in r["name"]]
+    main = [r for r in results if _main_lm(r)]
     frames = [pd.DataFrame({"block": r["block"], "depth": r["depth"], "n_layers": r["n_layers"],
                             "d_model": r["d_model"], "seed": r["seed"], "step": r["curve"]["step"],
                             "val_loss": r["curve"]["val_loss"]}) for r in main]
@@ -139,7 +163,7 @@ def downstream_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     columns = ["block", "depth", "n_layers", "d_model", "seed", "task", "n", "acc", "acc_stderr", "acc_norm", "chance",
                "gold_ce",
                "gold_ce_minus_t", "gold_ce_minus_t_se"]
-    main = [r for r in results if r["kv_norm"] and "-lr" not in r["name"] and r.get("downstream")]
+    main = [r for r in results if _main_lm(r) and r.get("downstream")]
     twins = {(r["depth"], r["seed"]): r for r in main if r["block"] == "transformer"}
     rows = []
     for r in main:
