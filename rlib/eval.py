@@ -359,6 +359,7 @@ class RlibLM(_LM):
         self.add_bos = self.tokenizer.bos_token_id is not None and probe[:1] == [self.tokenizer.bos_token_id]
         bos, eos = self.tokenizer.bos_token_id, self.tokenizer.eos_token_id
         self.prefix_id = bos if bos is not None else eos
+        self.bos_id = bos  # the model's id of the BOS token (a compact-vocabulary model maps it: rlib.scratch_eval)
 
     def _check_exits(self, exits) -> tuple[int, ...]:
         depth = len(self.decoder.plan)
@@ -385,8 +386,8 @@ class RlibLM(_LM):
         return self._with_prefix(whole[: len(context_ids)]), whole[len(context_ids) :]
 
     def _with_prefix(self, context_ids: list[int]) -> list[int]:
-        if self.add_bos and context_ids[:1] != [self.tokenizer.bos_token_id]:
-            return [self.tokenizer.bos_token_id, *context_ids]
+        if self.add_bos and context_ids[:1] != [self.bos_id]:
+            return [self.bos_id, *context_ids]
         return context_ids if context_ids else [self.prefix_id]
 
     def _fit(self, context_ids: list[int], continuation_ids: list[int]) -> list[int]:
@@ -395,7 +396,7 @@ class RlibLM(_LM):
         if len(ids) <= self.max_length:
             return ids
         if self.add_bos:
-            return [self.tokenizer.bos_token_id, *ids[len(ids) - self.max_length + 1 :]]
+            return [self.bos_id, *ids[len(ids) - self.max_length + 1 :]]
         return ids[len(ids) - self.max_length :]
 
     # ---- scoring ---------------------------------------------------------------------------------------

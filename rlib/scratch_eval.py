@@ -47,8 +47,7 @@ class ScratchLM(RlibLM):
         self.add_bos = tokenizer.bos_token_id is not None and probe[:1] == [tokenizer.bos_token_id]
         bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
         self.prefix_id = self._compact([bos if bos is not None else eos])[0]
-        if self.add_bos:
-            self._bos_compact = self._compact([bos])[0]
+        self.bos_id = self._compact([bos])[0] if bos is not None else None  # RlibLM's prefix and cut use it
 
     def _compact(self, ids: list[int]) -> list[int]:
         if self.vocab is None:
@@ -57,19 +56,6 @@ class ScratchLM(RlibLM):
 
     def _encode(self, text: str) -> list[int]:
         return self._compact(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def _with_prefix(self, context_ids: list[int]) -> list[int]:
-        if self.add_bos and context_ids[:1] != [self._bos_compact]:
-            return [self._bos_compact, *context_ids]
-        return context_ids if context_ids else [self.prefix_id]
-
-    def _fit(self, context_ids: list[int], continuation_ids: list[int]) -> list[int]:
-        ids = (context_ids + continuation_ids)[:-1]
-        if len(ids) <= self.max_length:
-            return ids
-        if self.add_bos:
-            return [self._bos_compact, *ids[len(ids) - self.max_length + 1:]]
-        return ids[len(ids) - self.max_length:]
 
     def _score(self, pairs: list[tuple[list[int], list[int]]], desc: str = "scratch") -> list[list[tuple[float, bool]]]:
         """Per (context ids, continuation ids): [(sum log-probability of the continuation, all greedy)]."""

@@ -33,7 +33,8 @@ def test_run_lists_are_unique_and_pair_every_ablation_rate():
     alt = [r for r in runs if r.batch]
     assert {r.batch for r in alt} == {cfg.lm_batch_alt} and not any(r.main for r in alt)
     assert sum(r.main for r in runs) == (4 + cfg.lm_transformer_2l) * len(cfg.lm_seeds)
-    ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]]
+    ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]
+                and not r.batch]
     assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
     tasks = task_runs(cfg)
