@@ -93,6 +93,18 @@ def _rt_task_curves() -> pd.DataFrame:
                          enumerate(("recurrent", "transformer")) for step in range(100, 1001, 100)])
 
 
+def _rt_tuning_curves() -> pd.DataFrame:
+    """Copy's main runs (5 epochs, 1,000 steps) beside two tuned recipes (15 epochs, 3,000 steps), both blocks."""
+    main = _rt_task_curves().assign(tuned=False, epochs=0, lr=0.0)
+    tuned = pd.DataFrame([{"task": "copy", "block": block, "seed": 0, "loss_on": "scored", "ablation": False,
+                           "tuned": True, "epochs": 15, "lr": lr, "step": step, "train_loss": 2.0,
+                           "token_acc": min(0.9, 0.07 + step / 3000 * (0.8 if block == "recurrent" else 0.2) * k),
+                           "seq_acc": 0.0, "chance": 0.0685}
+                          for block in ("recurrent", "transformer") for k, lr in ((1.0, 3e-3), (0.4, 1e-2))
+                          for step in range(100, 3001, 100)])
+    return pd.concat([main, tuned], ignore_index=True)
+
+
 def _mor_curves() -> pd.DataFrame:
     return pd.DataFrame([{"label": label, "seed": seed, "train_flops": step * 1e11, "val_loss": 7 - 0.1 * step - k / 10}
                          for k, label in enumerate(("Vanilla", "Recursive-3 (middle_cycle)", "MoR-3 EC", "MoR-3 TC"))
@@ -229,6 +241,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             csv("04", "tasks"), "One RT layer vs one Transformer layer"),
         "rlib.recurrent.plots.plot_task_curves": lambda: p04.plot_task_curves(
             _rt_task_curves(), "Learning curves: token accuracy on 256 test sequences"),
+        "rlib.recurrent.plots.plot_tuning_curves": lambda: p04.plot_tuning_curves(
+            _rt_tuning_curves(), 5, 3e-3, "Tuning grid: token accuracy on the probe sequences"),
         "rlib.recurrent.plots.plot_lm_curves": lambda: p04.plot_lm_curves(
             _rt_lm_curves(), "Validation NLL during training"),
         "rlib.recurrent.plots.plot_ablation": lambda: p04.plot_ablation(
