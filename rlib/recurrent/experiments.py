@@ -169,7 +169,7 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
     lr = run.lr or cfg.lm_lr
     batch = run.batch or cfg.lm_batch
     steps = max(1, cfg.lm_steps * cfg.lm_batch // batch)  # another batch size trains on the same tokens
-    tcfg = TrainConfig(lr=lr, schedule="cosine", warmup_steps=max(1, steps // 20), max_steps=steps,
+    tcfg = TrainConfig(lr=lr, schedule="cosine", warmup_steps=min(max(1, steps // 20), steps - 1), max_steps=steps,
                        batch_size=batch, micro_batch_size=batch, eval_every=max(1, steps // 6),
                        eval_batches=max(1, cfg.lm_val_windows // batch), checkpoint_final=False,
                        seed=run.seed, weight_decay=0.0)
