@@ -43,6 +43,9 @@ TASKS = ("book_cloze", "book_nextline", "book_ppl", "book_code")
 # The zero-shot suite of the Relaxed Recursive Transformers paper (Table D.1 and later), as lm-eval names it.
 STANDARD_TASKS = ("lambada_openai", "hellaswag", "piqa", "winogrande", "arc_easy", "arc_challenge", "openbookqa")
 SUITES = ("local", "standard")
+# chance accuracy of the local multiple-choice tasks scored from scratch-trained models (rlib.scratch_eval; book_cloze
+# has no choices: its target is any word)
+CHANCE = {"book_nextline": 0.25}
 # The metric a summary table reports per task: accuracy, length-normalised where lm-eval offers it for
 # multiple choice with free-text options, and bits per byte for the rolling perplexity task.
 PRIMARY_METRIC = {"book_cloze": "acc", "book_nextline": "acc_norm", "book_ppl": "bits_per_byte", "book_code": "acc",

@@ -71,9 +71,9 @@ def fewshot_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     its primary metric (`rlib.tasks.PRIMARY_METRIC`: length-normalised for the next line, as the paper normalises by
     byte length; plain for the cloze word, as for LAMBADA) with its binomial s.e., and an "average" row per run (the
     paper's average column; s.e. of the mean of independent tasks)."""
+    from rlib.tasks import CHANCE as chance
     from rlib.tasks import PRIMARY_METRIC
 
-    chance = {"book_nextline": 0.25}
     rows = []
     for r in results:
         scores = r["after"].get("fewshot")

@@ -178,8 +178,7 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
                    val_windows=text.heldout("validation", cfg.lm_val_windows, seed=1))
     test = rl_eval.perplexity(model, text.heldout("test", cfg.lm_test_windows, seed=0), batch_size=cfg.lm_batch,
                               progress=False)
-    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.kv_norm and not run.lr and not run.batch \
-        else {}
+    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.main else {}
     log = pd.read_csv(train_dir / "metrics.csv")
     curve = log.dropna(subset=["val_loss"])[["step", "val_loss"]]
     slot.drop_checkpoint()

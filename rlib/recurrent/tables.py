@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from rlib.recurrent.tasks import chance_token_acc
+from rlib.tasks import CHANCE
 
 __all__ = ["DOWNSTREAM_CHANCE", "ablation_table", "batch_table", "downstream_table", "lm_curves", "lm_table",
            "lm_validation_table", "loss_table", "task_curve_table", "task_seed_table", "task_table", "tuning_table"]
@@ -152,8 +153,7 @@ def lm_validation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-# chance accuracy of the multiple-choice local tasks (book_cloze has no choices: its target is any word)
-DOWNSTREAM_CHANCE = {"book_nextline": 0.25}
+DOWNSTREAM_CHANCE = CHANCE  # the local tasks' chance accuracies (rlib.tasks)
 
 
 def downstream_table(results: list[dict[str, Any]]) -> pd.DataFrame:
