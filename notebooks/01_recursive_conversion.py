@@ -122,6 +122,14 @@ run.table(tables.flat(results), "runs", show=False);
 # %%
 init = run.table(tables.init_table(results, cfg), "init_ablation")
 
+# %% [markdown]
+# Table F.1 also has three-block rows (Gemma B = 3): does the ordering of the initializations persist with fewer
+# unique layers? The `cpu-long` profile uptrains the other initializations at B = 3 beside Stepwise:
+
+# %%
+if cfg.b3_inits:
+    run.table(tables.init_table(results, cfg, n_loops=3), "init_ablation_b3");
+
 # %%
 curves = run.table(tables.loss_curves(work, results), "loss_curves", show=False)
 names = tables.curve_labels(runs, cfg, group="inits")

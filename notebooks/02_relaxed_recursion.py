@@ -55,6 +55,9 @@ from rlib.serving import exits, rows, simulate
 
 cfg = config.RelaxedConfig.preset(profile).override(steps=steps, model=model)
 cfg.check_model(recursive.source_config(cfg.model).n_layers)  # an unsupported checkpoint or loop count fails here
+second = config.second_architecture(cfg)  # Table J.3's grid on the second architecture (None: not in this profile)
+if second is not None:
+    second.check_model(recursive.source_config(second.model).n_layers)
 run = book.start("02_relaxed_recursion", profile, out_dir, seed, cfg)
 grids = runs_profile(profile)  # whose run folders this profile shares (cpu-long extends cpu's grid)
 work = recursive.work_dir(grids, cfg.model, "02_relaxed_recursion")
@@ -113,6 +116,23 @@ run.figure(plots.plot_rank_sweep(table, f"after ppl[{cfg.train_corpus}]", full_r
                                  f"Quality against LoRA rank after uptraining (B={cfg.n_loops})"), "rank_sweep");
 
 # %% [markdown]
+# Table G.1 halves the LoRA rank of one group of projections at a time (query + out, key-value, FFN, all attention)
+# on the main relaxed model; the paper finds the FFN's rank matters most. Several seeds per row, since the paper's
+# differences are a few hundredths of a nat (`cpu-long`):
+
+# %%
+if cfg.halved_groups:
+    run.table(tables.module_rank_table(results, cfg), "module_ranks");
+
+# %% [markdown]
+# Fig. 4 places the relaxed models (Average, SVD) between the recursive Stepwise model and the full-size model. The
+# full-size model is chapter 1's, uptrained on the same batches for the same steps, scored here on this chapter's
+# windows:
+
+# %%
+run.table(tables.full_reference_table(cfg, teacher_dir), "full_reference");
+
+# %% [markdown]
 # Fig. G.1 follows training itself: each init's recursive model (dashed) beside its relaxed model at the highest
 # rank every init has (solid). All runs see the same batches, so their curves compare step by step.
 
@@ -143,12 +163,27 @@ run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
 # intermediate exit from the detached final one. `none` is the control: the same post-training tokens without
 # exit losses. `co` applies the aggressive+kd loss during uptraining instead of after it. The rows with `sweep`
 # set are Table J.1's coefficient sweep: the recursive model post-trained with aggressive CE at other values of c
-# (`co` and the sweep: `cpu-long` and larger profiles).
+# (`co` and the sweep: `cpu-long` and larger profiles). The `frozen, head LoRA` row is Table J.1's Freeze row: every
+# weight of the recursive model frozen and only a rank-128 LoRA on the head trained for the loop-1 exit, with the
+# same loss and steps as Agg(c) (`cpu-long`); the paper found it ineffective.
 
 # %%
 book.show_source(early_exit.ExitLoss)
 exit_nll = run.table(tables.exit_table(results, cfg), "early_exit")
 run.figure(plots.plot_exits(exit_nll, cfg.n_loops, "Static-exit NLL per loop after each schedule"), "early_exit");
+
+# %% [markdown]
+# Table J.3 repeats the early-exit recipe on two further architectures. The book's second architecture is the other
+# embedded model (`cpu-long`: Gemma 3 270M): its main recursive and relaxed models are uptrained and post-trained
+# exactly as above, in their own run folder.
+
+# %%
+if second is not None:
+    second_source = recursive.load_source(second)
+    second_work = recursive.work_dir(grids, second.model, "02_relaxed_recursion")
+    second_results = experiments.run_grid(second, second_work, second_source, None, config.second_variants(second))
+    run.table(tables.exit_table(second_results, second), "early_exit_second")
+    del second_source
 
 # %% [markdown]
 # ## Continuous depth-wise batching, for real (Fig. 3, Fig. 8, Tables K.1-K.4)

@@ -47,7 +47,18 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 from rlib import book, gpu_results
 from rlib import experiments as grid
-from rlib.mor import analysis, budget_sweep, claims, config, experiments, plots, tables, throughput, uptrain
+from rlib.mor import (
+    analysis,
+    budget_sweep,
+    claims,
+    compute_optimal,
+    config,
+    experiments,
+    plots,
+    tables,
+    throughput,
+    uptrain,
+)
 from rlib.mor.model import MoRDecoder
 from rlib.mor.serving import MoRProgram
 
@@ -110,6 +121,25 @@ if cfg.fewshot_items:
 sweep = budget_sweep.run_sweep(cfg, config.BudgetSweepConfig.preset(profile), work)
 budgets = run.table(tables.budget_sweep_table(results, sweep, cfg), "budget_sweep")
 run.figure(plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "budget_sweep");
+
+# %% [markdown]
+# ## Compute-optimal model size (Fig. 5a)
+#
+# Figure 5a fits, for each model and budget, a polynomial to NLL against model size and marks its minimum: the
+# compute-optimal size N*(C). The paper's claim is that MoR's path of optima is the flattest, so that under a fixed
+# budget MoR should be made larger and trained shorter. The book trains Vanilla, Recursive and MoR at several widths
+# (depth, head size and FFN ratio fixed) and budget fractions, first seed; the chapter's own width reads its runs
+# back from the main grid and the sweep above. A star is hollow when the fitted minimum lies outside the sampled
+# widths, i.e. extrapolated. The grid is the `cpu-long` profile's (`rlib.mor.compute_optimal.ComputeOptimalConfig`).
+
+# %%
+study = compute_optimal.ComputeOptimalConfig.preset(profile)
+if study.widths:
+    grid = run.table(tables.compute_optimal_table(compute_optimal.run_grid(cfg, study, work)), "compute_optimal")
+    fits = run.table(compute_optimal.fit_optima(grid), "compute_optimal_fit")
+    path = run.table(compute_optimal.optimal_path(fits), "optimal_path")
+    run.figure(plots.plot_compute_optimal(grid, fits, path, "Test NLL against model size per budget; stars: fitted "
+                                          "optima"), "compute_optimal");
 
 # %% [markdown]
 # ## Router design (Tables 4, 10, 11)

@@ -103,3 +103,27 @@ def test_oracle_and_confidence_exit_loops():
     with torch.no_grad():
         final = model(ids(3, 9)).argmax(-1)
     assert torch.equal(top[-1], final)
+
+
+def test_exit_head_starts_as_the_head_and_training_it_moves_only_the_early_exits(tmp_path):
+    """Table J.1's Freeze row: a frozen model whose intermediate exits read through a head LoRA."""
+    model = looped(2)
+    model.requires_grad_(False)
+    head = early_exit.ExitHead(model, rank=4, seed=0)
+    wrapped = ExitModel(model, early_exit.loop_exits(model), head)
+    tokens = ids()
+    with torch.no_grad():  # B = 0: the exit head is the decoder's head
+        wrapped(tokens)
+        torch.testing.assert_close(wrapped.exit_logits[0], model(tokens, n_steps=wrapped.exits[0] + 1))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    windows = ids(8, 12, seed=5)
+    plain = early_exit.static_exit_losses(model, windows, wrapped.exits)
+    cfg = TrainConfig(lr=3e-3, schedule="constant", max_steps=15, batch_size=4, micro_batch_size=4, eval_every=0,
+                      checkpoint_final=False, seed=0)
+    train(wrapped, windows, cfg, tmp_path / "freeze", hooks=[ExitLoss(wrapped, "aggressive", coef=0.1)])
+    for name, value in model.state_dict().items():  # every weight of the model stays frozen
+        assert torch.equal(value, before[name]), name
+    assert head.lora.lora_b.abs().sum() > 0
+    trained = early_exit.static_exit_losses(model, windows, wrapped.exits, exit_head=head)
+    assert trained[wrapped.exits[-1]] == pytest.approx(plain[wrapped.exits[-1]], rel=1e-6)  # the final exit: as is
+    assert trained[wrapped.exits[0]] < plain[wrapped.exits[0]] - 0.05, (plain, trained)

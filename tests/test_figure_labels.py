@@ -39,6 +39,20 @@ def csv(chapter: str, name: str) -> pd.DataFrame:
     raise FileNotFoundError(f"no {chapter}_*/{name}.csv under figures/, figures/cpu-long/ or {FIXTURES}")
 
 
+
+def _compute_optimal() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Fig. 5a's grid at the cpu-long widths' sizes, an optimum moving to larger models with the budget."""
+    from rlib.mor.compute_optimal import fit_optima, optimal_path
+
+    sizes = {64: 0.74, 128: 2.75, 256: 10.5, 384: 24.8}
+    rows = [{"label": label, "width": w, "budget_flops": c, "base_params_m": n,
+             "nll": 6 + 0.2 * np.log(n / (2 * (c / 2.5e12) ** a)) ** 2 - 0.1 * np.log(c / 1e12)}
+            for label, a in (("Vanilla", 0.3), ("Recursive-3 (middle_cycle)", 0.5), ("MoR-3 EC", 0.8))
+            for c in (1.25e12, 2.5e12, 5e12) for w, n in sizes.items()]
+    grid = pd.DataFrame(rows)
+    fits = fit_optima(grid)
+    return grid, fits, optimal_path(fits)
+
 def _last_exit_budget() -> pd.DataFrame:
     rows = [{"study": "continual", "factor": f, "tokens": 81920 * f, "recipe": r, "ppl_last": p, "ppl_middle": 1e3}
             for f, plain, layerskip in ((1, 72.3, 94.8), (3, 60.1, 70.2)) for r, p in (("baseline", plain),
@@ -232,6 +246,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             csv("03", "uptraining"), "smollm2-135m up-trained with each sharing strategy"),
         "rlib.mor.plots.plot_budgets": lambda: p03.plot_budgets(
             csv("03", "budget_sweep"), "Test NLL against the isoFLOP budget"),
+        "rlib.mor.plots.plot_compute_optimal": lambda: p03.plot_compute_optimal(
+            *_compute_optimal(), "Test NLL against model size per budget; stars: fitted optima"),
         "rlib.recurrent.plots.plot_tile_schedule": lambda: p04.plot_tile_schedule(32, "Dyadic tiles for N = 32"),
         "rlib.recurrent.plots.plot_traffic": lambda: p04.plot_traffic(
             csv("04", "traffic"), "Attention traffic of one layer's prefill"),

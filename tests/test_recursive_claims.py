@@ -152,3 +152,19 @@ def test_seed_spread_pools_every_seeded_pair():
     alone = alone[~alone["kd"]]
     assert _spread({"runs": alone}, CFG) == pytest.approx(0.1)
     assert _spread({"runs": alone[alone["seed"] == 0]}, CFG) == 0.0
+
+
+def test_table_f1s_b3_rows_need_stepwise_best_and_every_pretrained_init_clear_of_random():
+    claim = "rrt.tabF1.stepwise_best_at_b3"
+    b3 = {("recursive", 3, "average", "average", False, 0): 5.6, ("recursive", 3, "lower", "average", False, 0): 5.5,
+          ("recursive", 3, "random", "average", False, 0): 6.5}  # Stepwise B=3: 5.4
+
+    def with_b3(**nll: float) -> str:
+        extra = pd.DataFrame([{"kind": k, "n_loops": b, "init": i, "norm_init": n, "corpus": "c", "kd": kd, "seed": s,
+                               "tokens": 1000, "before nll[c]": v + 5, "after nll[c]": nll.get(i, v)}
+                              for (k, b, i, n, kd, s), v in b3.items()])
+        return verdicts({"runs": pd.concat([runs_table(), extra], ignore_index=True)}, CFG)[claim]
+
+    assert with_b3() == "held"
+    assert with_b3(lower=5.3) == "not held"  # Lower ahead of Stepwise at B=3
+    assert with_b3(random=5.7) == "not held"  # Average within the paper's smallest margin of Random

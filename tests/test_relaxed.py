@@ -79,3 +79,83 @@ def test_the_serving_warm_up_runs_one_batch_of_short_replies():
     assert [r.id for r in warm] == [0, 1, 2] and [r.prompt for r in warm] == [[1, 2, 3]] * 3
     assert [r.max_new_tokens for r in warm] == [3, WARM_UP_TOKENS, WARM_UP_TOKENS]
     assert [r.max_new_tokens for r in reqs] == [3, 40, 256, 9]  # the timed requests are untouched
+
+
+def test_fig4s_full_reference_names_chapter_01_when_its_model_is_missing(tmp_path):
+    from rlib.relaxed.tables import full_reference_table
+
+    with pytest.raises(ConfigError, match="run chapter 01 with the same profile first"):
+        full_reference_table(RelaxedConfig.preset("smoke"), tmp_path / "full-s0" / "model")
+
+
+def test_the_freeze_run_post_trains_the_recursive_model_in_cpu_long_only():
+    from rlib.relaxed.config import main_variants
+
+    cpu, long = RelaxedConfig.preset("cpu"), RelaxedConfig.preset("cpu-long")
+    assert cpu.grid_context() == long.grid_context()  # an extension field: cpu's runs keep their keys
+    assert not [v for v in variants(cpu) if v.freeze_rank]
+    frozen = [v for v in variants(long) if v.freeze_rank]
+    assert [(v.freeze_rank, v.phase, v.exit, v.parent) for v in frozen] == [
+        (128, "post", "aggressive", main_variants(long)[0])]
+    assert frozen[0].name.endswith("-freeze128-s0")
+    with pytest.raises(ConfigError, match="frozen model's head LoRA is trained in post-training"):
+        RelaxedVariant(freeze_rank=8)
+
+
+def test_table_g1s_halved_runs_train_per_seed_in_cpu_long_and_stay_out_of_the_main_tables():
+    from rlib.relaxed import tables
+    from rlib.relaxed.config import HALVINGS, main_variants
+
+    long = RelaxedConfig.preset("cpu-long")
+    main = main_variants(long)[1]
+    g1 = [v for v in variants(long) if v.halved or (v.seed and not v.freeze_rank)]
+    assert {(v.halved, v.seed) for v in g1} == {(g, s) for g in ("", *HALVINGS) for s in (0, 1, 2)} - {("", 0)}
+    assert all((v.init, v.rank, v.lora_init) == (main.init, main.rank, main.lora_init) for v in g1)
+    assert not [v for v in variants(RelaxedConfig.preset("cpu")) if v.halved]
+    with pytest.raises(ConfigError, match="halve one of"):
+        RelaxedVariant("average", 64, halved="mlp")
+    with pytest.raises(ConfigError, match="halved_groups \\['mlp'\\] unknown"):
+        RelaxedConfig.preset("cpu").override(halved_groups=("mlp",))
+
+    def result(seed: int, halved: str, nll: float) -> dict:
+        variant = dataclasses.asdict(RelaxedVariant("average", 64, seed=seed, halved=halved))
+        return {"name": RelaxedVariant("average", 64, seed=seed, halved=halved).name, "variant": variant,
+                "params": {"unique": 1, "non_embedding": 1}, "train": {"tokens_per_s": 1.0}, "before": {},
+                "after": {f"nll[{long.train_corpus}]": nll, f"ppl[{long.train_corpus}]": 1.0,
+                          f"ppl[{long.eval_corpora[1]}]": 1.0}}
+
+    results = [result(0, "", 5.0), result(0, "ffn", 5.3), result(1, "", 5.1), result(1, "ffn", 5.2)]
+    g1_table = tables.module_rank_table(results, long)
+    assert g1_table.set_index(["halved", "seed"])["delta"].round(6).to_dict() == {
+        ("", 0): 0.0, ("", 1): 0.0, ("ffn", 0): 0.3, ("ffn", 1): 0.1}
+    assert len(tables.main_grid(tables.flat(results))) == 1  # the main grid reads the all-equal seed-0 run only
+
+
+def test_a_halved_variant_builds_its_groups_at_half_the_rank():
+    from rlib.model.lora import LoRA
+    from rlib.relaxed.experiments import build
+    from tests.test_looping import tiny_model
+
+    source = tiny_model(6)
+    model = build(RelaxedVariant("average", 4, halved="q_o"), RelaxedConfig.preset("smoke"), source)
+    ranks = {name.split(".adapters")[0].split(".", 2)[-1]: m.rank for name, m in model.named_modules()
+             if isinstance(m, LoRA)}
+    assert ranks == {"attn.q_proj": 2, "attn.k_proj": 4, "attn.v_proj": 4, "attn.o_proj": 2, "mlp.gate_proj": 4,
+                     "mlp.up_proj": 4, "mlp.down_proj": 4}, ranks
+
+
+def test_table_j3_repeats_the_main_models_recipe_on_the_second_architecture():
+    from rlib.relaxed.config import main_variants, second_architecture, second_variants
+
+    cpu, long = RelaxedConfig.preset("cpu"), RelaxedConfig.preset("cpu-long")
+    assert second_architecture(cpu) is None and cpu.grid_context() == long.grid_context()
+    second = second_architecture(long)
+    assert second.model == "gemma3-270m" and second.second_model == ""
+    for field in ("steps", "post_steps", "lr", "seq_len", "batch_size", "exit_coef", "n_loops", "exit_schedules"):
+        assert getattr(second, field) == getattr(long, field), field  # the same recipe
+    runs = second_variants(second)
+    assert runs[:2] == list(main_variants(second)) and main_variants(second)[1].rank == max(long.ranks)
+    assert {(v.rank, v.exit) for v in runs[2:]} == {(r, s) for r in (0, max(long.ranks)) for s in long.exit_schedules}
+    assert all(v.parent in runs[:2] for v in runs[2:])
+    with pytest.raises(ConfigError, match="is the main model"):
+        cpu.override(second_model=cpu.model)

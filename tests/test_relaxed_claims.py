@@ -345,8 +345,12 @@ def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
     moved = ["stepwise-r64-zero-s0", "average-p64-s0", "average-r64-svd-x2-s0", "average-r64-svd-kd-x2-s0",
              "stepwise-r0-post_aggressive0.3-s0", "stepwise-r0-post_aggressive0.05-s0",
              "stepwise-r0-post_aggressive0.01-s0", "average-r16-svd-post_aggressive_kd-s0",
-             "stepwise-r0-co_aggressive_kd-s0"]  # the studies the cpu profile leaves to cpu-long (issue 27's hour)
-    assert sorted(added) == sorted([f"{i}-r{r}-svd-s0" for i in cpu.inits for r in long.high_ranks] + moved)
+             "stepwise-r0-co_aggressive_kd-s0",  # the studies the cpu profile leaves to cpu-long (issue 27's hour)
+             "stepwise-r0-post_aggressive-freeze128-s0"]  # Table J.1's Freeze row
+    table_g1 = [f"average-r64-svd{f'-half{g}' if g else ''}-s{s}" for g in ("", "q_o", "kv", "ffn", "attn")
+                for s in (0, 1, 2)][1:]  # Table G.1, beside the main grid's average-r64-svd-s0
+    assert sorted(added) == sorted([f"{i}-r{r}-svd-s0" for i in cpu.inits for r in long.high_ranks] + moved
+                                   + table_g1)
     assert all(v in variants(long) for v in variants(cpu))
     assert work_root("cpu-long", "02_x") == work_root("cpu", "02_x")  # where the grids live
     assert work_root("smoke", "02_x") != work_root("cpu", "02_x")
@@ -360,3 +364,70 @@ def test_a_profile_without_longer_uptraining_leaves_its_claims_not_measured():
         assert ledger.loc[claim, "verdict"] == "not measured", claim
         assert "long_factor 1" in ledger.loc[claim, "measured"]
     assert verdict(tables, "rrt.tabI1.longer_uptraining_helps") == "held"  # long_factor 2 reads the 2x row
+
+
+def _fig4(runs: pd.DataFrame, cfg: RelaxedConfig = CFG) -> pd.Series:
+    tables = {"step0": step0_table(), "runs": runs,
+              "full_reference": pd.DataFrame([{"model": "full (uptrained, chapter 01)", "after nll[c]": 4.0}])}
+    return judge(tables, cfg, "cpu").finish().set_index("id").loc["rrt.fig4.relaxed_interpolates_to_full"]
+
+
+def test_fig4_needs_relaxed_average_between_recursive_stepwise_and_full_and_close_after_longer_kd():
+    # RUNS: relaxed Average r8 5.8 / r16 5.6 lie above the recursive Stepwise model's 5.0
+    above = _fig4(runs_table())
+    assert above["verdict"] == "not held" and above["diagnosis"] == "budget" and "step-0 NLL" in above["evidence"]
+    assert _fig4(runs_table(average_r8=4.8, average_r16=4.6, kd_long=4.01))["verdict"] == "held"
+    far = _fig4(runs_table(average_r8=4.8, average_r16=4.6, kd_long=4.5))  # 0.5 nats from full: above the 0.021
+    assert far["verdict"] == "not held" and "+0.500 from the full model" in far["measured"]
+    worse = runs_table()
+    worse.loc[(worse["init"] == "average") & (worse["rank"] == 16) & (worse["lora_init"] == "svd"),
+              "before nll[c]"] = 4.5  # uptraining took the relaxed model from 4.5 to 5.6
+    assert _fig4(worse)["diagnosis"] == "setup"
+    # without longer uptraining (the cpu profile) a holding "between" leaves the claim unjudged
+    short = _fig4(runs_table(average_r8=4.8, average_r16=4.6), CFG.override(long_factor=1))
+    assert short["verdict"] == "not measured" and "cpu-long" in short["measured"]
+
+
+def test_the_freeze_row_is_judged_by_its_share_of_aggs_loop1_lift():
+    claim = "rrt.tabJ1.freeze_head_lora"
+
+    def with_freeze(loop1: float) -> pd.Series:
+        frozen = {"model": "recursive frozen, head LoRA r=128", "phase": "post", "exit": "aggressive",
+                  "coef": CFG.exit_coef, "sweep": False, "nll loop 1": loop1, "nll loop 2": 6.0}
+        table = pd.concat([exits_table(), pd.DataFrame([frozen])], ignore_index=True)
+        return judge({"early_exit": table}, CFG, "cpu").finish().set_index("id").loc[claim]
+
+    # EXITS: loop 1 is 7.0 before post-training and 6.2 after Agg(0.1): a lift of 0.8
+    held = with_freeze(6.9)
+    assert held["verdict"] == "held" and "recovers 12%" in held["measured"]
+    lifted = with_freeze(6.3)
+    assert lifted["verdict"] == "not held" and lifted["diagnosis"] == "disagrees with the paper"
+    assert verdict({"early_exit": exits_table()}, claim) == "not measured"
+    # the main Agg row is still read from the plain recursive model, not from the frozen one
+    assert verdict({"early_exit": exits_table()}, "rrt.tab3.loop1_lifted_small_gap") == "held"
+
+
+def test_table_g1_needs_ffn_to_cost_the_most_and_weighs_the_gap_against_seeds():
+    claim = "rrt.tabG1.per_module_rank"
+
+    def g1(deltas: dict[str, tuple[float, ...]]) -> pd.Series:
+        rows = [{"halved": "", "seed": s, "after nll[c]": 5.0, "delta": 0.0} for s in range(3)]
+        rows += [{"halved": g, "seed": s, "after nll[c]": 5.0 + d, "delta": d}
+                 for g, ds in deltas.items() for s, d in enumerate(ds)]
+        return judge({"module_ranks": pd.DataFrame(rows)}, CFG, "cpu").finish().set_index("id").loc[claim]
+
+    held = g1({"ffn": (0.04, 0.05, 0.03), "kv": (0.02, 0.01, 0.02), "q_o": (0.01, 0.0, 0.02)})
+    assert held["verdict"] == "held" and held["measured"].startswith("mean NLL increase over seeds: ffn +0.0400")
+    behind = g1({"ffn": (0.01, 0.0, 0.02), "kv": (0.04, 0.05, 0.03)})
+    assert behind["verdict"] == "not held" and behind["diagnosis"] == "budget" and "3 seeds" in behind["evidence"]
+    assert g1({"kv": (0.01,)})["verdict"] == "not measured"
+
+
+def test_table_j3_applies_the_table_3_and_j2_tests_to_the_second_architecture():
+    claim = "rrt.tabJ3.second_architecture"
+    judged = judge({"early_exit_second": exits_table()}, CFG, "cpu").finish().set_index("id").loc[claim]
+    assert judged["verdict"] == "held" and "final kept [held]" in judged["measured"]
+    lost = judge({"early_exit_second": exits_table(recursive_post_aggressive=(6.2, 6.1))}, CFG,
+                 "cpu").finish().set_index("id").loc[claim]
+    assert lost["verdict"] == "not held" and lost["evidence"].startswith("final kept: ")
+    assert verdict({"early_exit": exits_table()}, claim) == "not measured"

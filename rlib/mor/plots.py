@@ -8,10 +8,12 @@
     plot_throughput      test NLL against measured decode speed-up over vanilla, at B and B = Max (Fig. 4a)
     plot_uptraining      NLL after up-training per initialization and sharing, reduced and full references (Table 9)
     plot_budgets         test NLL against the isoFLOP budget per model (Fig. 3's axes)
+    plot_compute_optimal test NLL against model size per budget, fitted optima and their path (Fig. 5a)
 """
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -20,8 +22,8 @@ from matplotlib.figure import Figure
 
 from rlib.plotting import PALETTE, loop_colours, new_figure, style
 
-__all__ = ["plot_budgets", "plot_curves", "plot_depth_scaling", "plot_kv_geometry", "plot_router_outputs",
-           "plot_throughput", "plot_token_depths", "plot_uptraining"]
+__all__ = ["plot_budgets", "plot_compute_optimal", "plot_curves", "plot_depth_scaling", "plot_kv_geometry",
+           "plot_router_outputs", "plot_throughput", "plot_token_depths", "plot_uptraining"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -192,4 +194,46 @@ def plot_budgets(table: pd.DataFrame, title: str) -> Figure:
     ax.set_ylabel("test NLL")
     ax.set_title(title)
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_compute_optimal(table: pd.DataFrame, fits: pd.DataFrame, path: pd.DataFrame, title: str) -> Figure:
+    """Fig. 5a: one panel per model (test NLL against base size, one curve per budget, its quadratic fit dashed, the
+    fitted optimum a star: filled when the widths bracket it, hollow when it is extrapolated) and a last panel with
+    every model's optimal size against the budget and the fitted path's slope."""
+    labels = list(dict.fromkeys(table["label"]))
+    budgets = sorted(table["budget_flops"].unique())
+    shades = sns.color_palette("Blues", len(budgets) + 1)[1:]
+    fig, axes = plt.subplots(1, len(labels) + 1, figsize=(3.3 * (len(labels) + 1), 3.4))
+    for ax, label in zip(axes, labels):
+        for colour, budget in zip(shades, budgets):
+            rows = table[(table["label"] == label) & (table["budget_flops"] == budget)].sort_values("base_params_m")
+            ax.semilogx(rows["base_params_m"], rows["nll"], marker="o", markersize=4, color=colour,
+                        label=f"{budget:.2g}")
+            fit = fits[(fits["label"] == label) & (fits["budget_flops"] == budget)]
+            if len(fit):
+                f = fit.iloc[0]
+                grid = np.linspace(np.log(rows["base_params_m"].min()), np.log(rows["base_params_m"].max()), 50)
+                ax.plot(np.exp(grid), np.polyval([f.p2, f.p1, f.p0], grid), ls="--", lw=1, color=colour)
+                ax.plot(f.n_star_m, f.nll_star, marker="*", markersize=13, color=colour, markeredgecolor="black",
+                        markerfacecolor=colour if f.interior else "none")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("base non-embedding params (M)")
+    axes[0].set_ylabel("test NLL")
+    axes[0].legend(title="FLOPs", fontsize=7, title_fontsize=7)
+    ax = axes[-1]
+    for colour, label in zip(sns.color_palette(PALETTE, len(labels)), labels):
+        f = fits[fits["label"] == label].sort_values("budget_flops")
+        slope = path.set_index("label").loc[label, "slope"] if label in set(path["label"]) else np.nan
+        ax.loglog(f["budget_flops"], f["n_star_m"], marker="*", markersize=10, color=colour,
+                  label=f"{label} (a = {slope:.2f})")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # only the budgets trained, labelled once
+    ax.set_xticks(budgets, [f"{b:.2g}" for b in budgets])
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.set_xlabel("budget (forward FLOPs)")
+    ax.set_ylabel("optimal base size N* (M)")
+    ax.set_title("optimal path", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
     return fig

@@ -29,10 +29,10 @@ from rlib.mor.model import MoRDecoder
 from rlib.mor.spec import MoRSpec
 from rlib.vocab import CompactVocab
 
-__all__ = ["budget_sweep_table", "budgets_table", "curves", "depth_table", "depth_text", "fewshot_table", "gate_table",
-           "kv_bytes",
-           "kv_bytes_table", "kv_geometry_tables", "kv_table", "main_table", "paper_budget_table",
-           "router_output_tables", "router_table", "sharing_table", "token_depth_table", "uptrain_table"]
+__all__ = ["budget_sweep_table", "budgets_table", "compute_optimal_table", "curves", "depth_table", "depth_text",
+           "fewshot_table", "gate_table", "kv_bytes", "kv_bytes_table", "kv_geometry_tables", "kv_table", "main_table",
+           "paper_budget_table", "router_output_tables", "router_table", "sharing_table", "token_depth_table",
+           "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -281,6 +281,27 @@ def budget_sweep_table(main_results: list[dict[str, Any]], sweep_results: list[d
     rows += [{"label": r["label"], "budget_flops": r["budget_flops"], "nll": r["after"]["nll"],
               "tokens_m": r["tokens"] / 1e6, "params_m": r["params"] / 1e6} for r in sweep_results]
     return pd.DataFrame(rows).sort_values(["label", "budget_flops"]).reset_index(drop=True)
+
+
+def compute_optimal_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """Fig. 5a / Table 7's grid (`rlib.mor.compute_optimal.run_grid`): test NLL per model, width and budget, with the
+    run's own non-embedding parameters, the vanilla model's at the same width (`base_params_m`, Table 7's "Base"),
+    the tokens it trained on and the tokens per base parameter."""
+    from rlib.tasks import PRIMARY_METRIC
+
+    base = {r["width"]: r["params"] / 1e6 for r in results if r["spec"] is None}
+    missing = sorted({r["width"] for r in results} - set(base))
+    if missing:
+        raise ValueError(f"widths {missing} have no Vanilla run: the base size of a width is its vanilla model's")
+    rows = []
+    for r in results:
+        scores = r["after"].get("fewshot") or {}
+        accuracy = [score[PRIMARY_METRIC.get(task, "acc")] for task, score in scores.items()]
+        rows.append({"label": r["label"], "width": r["width"], "budget_flops": r["budget_flops"],
+                     "params_m": r["params"] / 1e6, "base_params_m": base[r["width"]], "tokens_m": r["tokens"] / 1e6,
+                     "tokens_per_param": r["tokens"] / (base[r["width"]] * 1e6), "nll": r["after"]["nll"],
+                     "fewshot_avg": float(np.mean(accuracy)) if accuracy else np.nan})
+    return pd.DataFrame(rows).sort_values(["label", "budget_flops", "width"]).reset_index(drop=True)
 
 
 def router_output_tables(cfg: MoRConfig, work: Path, windows: torch.Tensor) -> dict[str, pd.DataFrame]:

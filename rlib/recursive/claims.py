@@ -121,7 +121,7 @@ SPECS = (
         f"runs at B=3: NLL(stepwise) lowest (the paper's Step-Lower margin {nats(15.96, 14.75):.3f} nats, reported) "
         f"and every pretrained init below random by more than {nats(22.67, 17.45):.3f} nats (the paper's smallest B=3 "
         "margin, Avg vs Rand).",
-        artifact="init_ablation.csv"),
+        artifact="init_ablation_b3.csv"),
     ClaimSpec(
         "rrt.tabI1.kd_helps_recursive", "000", "§3.6, App. I, Table I.1",
         "Forward-KL distillation from the uptrained full-size model improves the recursive model at equal tokens: "

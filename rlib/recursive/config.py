@@ -33,7 +33,7 @@ PRETRAINED_INITS = ("stepwise", "stepwise_fixed_start", "average", "lower", "upp
 # RecursiveConfig fields that only add runs to the grid, each run carrying its own value in its `Variant` (n_loops,
 # norm_init): not part of any run's key, so the cpu-long profile's extension of the cpu grid (B = 5, Fig. F.1(b)'s
 # norm variants) reads cpu's runs back and trains only the added ones
-EXTENSION_FIELDS = ("loops", "norm_inits")
+EXTENSION_FIELDS = ("loops", "norm_inits", "b3_inits")
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,8 @@ class RecursiveConfig(Preset):
     # run restarts; finished runs are cached either way)
     step0_tasks: bool = True  # also score the task suite at step 0 (Table F.1's rows; the paper reports only the
     # uptrained models, so this column is the book's own)
+    b3_inits: tuple[str, ...] = ()  # Table F.1's B = 3 rows: these inits also uptrained at B = 3 (Stepwise is in
+    # `loops`), first seed
 
     UNKEYED_FIELDS = EXTENSION_FIELDS  # left out of the run cache's key (Preset.grid_context)
 
@@ -78,8 +80,9 @@ class RecursiveConfig(Preset):
             model="smollm2-135m", train_corpus="shakespeare", shift_corpus="python-stdlib", shift_recursive=False,
             eval_corpora=("shakespeare", "python-stdlib"), seq_len=64, batch_size=2, micro_batch_size=2, steps=3,
             lr=1e-3, warmup_steps=1, eval_every=3, val_windows=2, n_eval_windows=2, init_loops=2,
-            inits=("stepwise", "random"), norm_inits=(), seeded_inits=(), seeds=(0,), loops=(2,), kd_alpha=1.0,
-            tasks=("book_nextline",), task_limit=2, precision="auto", keep_models=False, checkpoint_every=0),
+            inits=("stepwise", "random"), norm_inits=(), seeded_inits=(), seeds=(0,), loops=(2, 3), kd_alpha=1.0,
+            tasks=("book_nextline",), task_limit=2, precision="auto", keep_models=False, checkpoint_every=0,
+            b3_inits=("random",)),
         # 15 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~300 tokens/s; B = 5 and the norm variants of
         # Fig. F.1(b) are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
         "cpu": dict(
@@ -110,14 +113,21 @@ class RecursiveConfig(Preset):
             task_limit=100000, precision="auto", keep_models=True, checkpoint_every=500),
     }
     # cpu-long: the cpu grid (read back from cpu's run folders) plus B = 5 (Fig. 4's size sweep past the paper's B = 3,
-    # with its truncated and scratch models) and Fig. F.1(b)'s norm variants of the Average init
-    PRESETS["cpu-long"] = {**PRESETS["cpu"], "loops": (2, 3, 5), "norm_inits": ("choice", "zero")}
+    # with its truncated and scratch models), Fig. F.1(b)'s norm variants of the Average init and Table F.1's B = 3
+    # rows of the other inits
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "loops": (2, 3, 5), "norm_inits": ("choice", "zero"),
+                           "b3_inits": ("average", "lower", "random")}
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
         bad = [i for i in self.inits if i not in looping.INITS]
         if bad:
             raise ConfigError(f"inits {bad} unknown; choose from {list(looping.INITS)}")
+        bad = [i for i in self.b3_inits if i not in looping.INITS]
+        if bad:
+            raise ConfigError(f"b3_inits {bad} unknown; choose from {list(looping.INITS)}")
+        if self.b3_inits and 3 not in self.loops:
+            raise ConfigError(f"b3_inits={self.b3_inits} compare with Stepwise at B = 3: add 3 to loops={self.loops}")
         bad = [n for n in self.norm_inits if n not in looping.NORM_INITS]
         if bad:
             raise ConfigError(f"norm_inits {bad} unknown; choose from {list(looping.NORM_INITS)}")
@@ -200,6 +210,7 @@ def variants(cfg: RecursiveConfig) -> list[Variant]:
             runs.append(Variant("recursive", cfg.init_loops, init, seed=seed))
     runs += [Variant("recursive", cfg.init_loops, "average", norm_init=n, seed=first) for n in cfg.norm_inits]
     runs += [Variant("recursive", b, "stepwise", seed=first) for b in cfg.loops if b != cfg.init_loops]
+    runs += [Variant("recursive", 3, init, seed=first) for init in cfg.b3_inits]  # Table F.1's B = 3 rows
     for b in cfg.loops:
         runs += [Variant("truncated", b, seed=first), Variant("scratch", b, seed=first)]
     if cfg.kd_alpha > 0:

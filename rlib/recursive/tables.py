@@ -43,17 +43,19 @@ def _metric_columns(df: pd.DataFrame, cfg: RecursiveConfig, when: str = "after")
     return cols + [c for c in df.columns if c.startswith(f"{when} task")]
 
 
-def init_table(results: list[dict[str, Any]], cfg: RecursiveConfig) -> pd.DataFrame:
-    """Table F.1: each initialization (B = init_loops) before and after uptraining, mean over seeds, and Δ vs Random.
+def init_table(results: list[dict[str, Any]], cfg: RecursiveConfig, n_loops: int | None = None) -> pd.DataFrame:
+    """Table F.1: each initialization (B = n_loops, default init_loops) before and after uptraining, mean over seeds,
+    and Δ vs Random.
 
     Rows also give the uptrained full model and the reduced-size model trained from scratch, as in the paper.
     """
+    b = n_loops or cfg.init_loops
     df = flat(results)
     home = df[(df["corpus"] == cfg.train_corpus) & ~df["kd"]]
-    rec = home[(home["kind"] == "recursive") & (home["n_loops"] == cfg.init_loops)].copy()
+    rec = home[(home["kind"] == "recursive") & (home["n_loops"] == b)].copy()
     rec["init"] = np.where(rec["norm_init"] != "average", rec["init"] + " (norm " + rec["norm_init"] + ")",
                            rec["init"])
-    refs = home[(home["kind"] == "full") | ((home["kind"] == "scratch") & (home["n_loops"] == cfg.init_loops))].copy()
+    refs = home[(home["kind"] == "full") | ((home["kind"] == "scratch") & (home["n_loops"] == b))].copy()
     refs["init"] = refs["kind"].map({"full": "full-size (uptrained)", "scratch": "reduced-size (from scratch)"})
     cols = [f"before ppl[{cfg.train_corpus}]", *[c for c in df.columns if c.startswith("before task")],
             *_metric_columns(df, cfg)]

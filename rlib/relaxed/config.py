@@ -18,8 +18,8 @@ from rlib.config import ConfigError, Preset
 from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
 
-__all__ = ["EXITS", "EXTENSION_FIELDS", "PHASES", "SERVING_FIELDS", "RelaxedConfig", "RelaxedVariant", "main_variants",
-           "variants"]
+__all__ = ["EXITS", "EXTENSION_FIELDS", "HALVINGS", "PHASES", "SERVING_FIELDS", "RelaxedConfig", "RelaxedVariant",
+           "main_variants", "second_architecture", "second_variants", "variants"]
 
 
 EXITS = ("none", "weighted", "aggressive", "aggressive_kd")
@@ -37,7 +37,10 @@ SERVING_FIELDS = ("throughput_requests", "prompt_len", "new_tokens", "max_batch"
 # lora_init, coef, steps_factor, prefix, phase): not part of any run's key, so the cpu-long profile's extension of the
 # cpu grid reads cpu's runs back and trains only the added ones
 EXTENSION_FIELDS = ("high_ranks", "zero_inits", "exit_coefs", "long_factor", "prefix_lengths", "co_training",
-                    "served_ranks")
+                    "served_ranks", "freeze_head_rank", "halved_groups", "halved_seeds", "second_model")
+
+# Table G.1's rows: the module groups (`rlib.relax.RANK_GROUPS`) whose LoRA rank is halved together, the others kept
+HALVINGS = {"q_o": ("q", "o"), "kv": ("kv",), "ffn": ("ffn",), "attn": ("q", "kv", "o")}
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,13 @@ class RelaxedConfig(Preset):
     pass_repeats: int = 5  # timed passes per batch (median)
     high_ranks: tuple[int, ...] = ()  # further SVD ranks uptrained for every init: Fig. G.1's high rank and Fig.
     # G.3's right arm up to full rank (a quarter of full rank is the paper's 512 of 2048; capped per map)
+    freeze_head_rank: int = 0  # Table J.1's Freeze row: the recursive model frozen, a LoRA of this rank on the exit
+    # head trained on the loop-1 exit (0: no such run; the paper: 128)
+    halved_groups: tuple[str, ...] = ()  # Table G.1: one run of the main relaxed model per HALVINGS key named here,
+    # with those groups' LoRA rank halved
+    halved_seeds: tuple[int, ...] = (0,)  # seeds of Table G.1's runs (the all-equal reference too)
+    second_model: str = ""  # Table J.3: the main models' uptraining and early-exit post-training again on this source
+    # (the book's second architecture; "" = none)
     tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
     task_limit: int = 0
 
@@ -103,7 +113,7 @@ class RelaxedConfig(Preset):
             exit_coef=0.1,
             co_training=False, kd_alpha=0.0, long_factor=1, precision="auto", exit_coefs=(0.3,), throughput_requests=4,
             prompt_len=8, new_tokens=6, max_batch=2, exit_precision=0.5, max_batch_cap=4, exit_fit_windows=2,
-            pass_repeats=1),
+            pass_repeats=1, freeze_head_rank=4, halved_groups=("ffn",), second_model="gemma3-270m"),
         # 13 uptraining runs of 48 steps x 4 x 128 tokens, 8 post-training runs of 16 steps, the throughput study
         # (~10 min); Stepwise's zero init, Table J.1's coefficient sweep and co-training, longer uptraining, prefix
         # relaxation and the second served rank are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
@@ -127,7 +137,8 @@ class RelaxedConfig(Preset):
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=True, kd_alpha=1.0, long_factor=2, precision="auto",
             throughput_requests=1024, prompt_len=64, new_tokens=256, max_batch=64, exit_precision=0.9,
-            throughput_repeats=3, max_batch_cap=512, exit_fit_windows=128, long_context=2048),
+            throughput_repeats=3, max_batch_cap=512, exit_fit_windows=128, long_context=2048, freeze_head_rank=128,
+            halved_groups=tuple(HALVINGS), halved_seeds=(0, 1, 2), second_model="smollm2-135m"),
         "paper": dict(
             model="hf:google/gemma-2-2b", train_corpus="hf:cerebras/SlimPajama-627B",
             eval_corpora=("hf:cerebras/SlimPajama-627B",), n_loops=2, seq_len=2048, batch_size=1024,
@@ -145,14 +156,21 @@ class RelaxedConfig(Preset):
     # cpu-long: the cpu grid (read back from cpu's run folders) plus every init uptrained at a quarter of full rank
     # (SmolLM2's d = 576: 144, the paper's 512 of 2048) and at full rank, for Fig. G.1 and Fig. G.3's U; Stepwise
     # with zero LoRA init (Fig. G.2), prefix relaxation (Table H.1), 2x longer uptraining alone and with KD (Table
-    # I.1, Fig. 7(b)), Table J.1's coefficient sweep and co-training row, and a second relaxed rank post-trained and
-    # served (Tables K.1 / K.2)
+    # I.1, Fig. 7(b)), Table J.1's coefficient sweep, co-training and Freeze rows, and a second relaxed rank
+    # post-trained and served (Tables K.1 / K.2)
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "high_ranks": (144, 576), "zero_inits": ("stepwise", "average", "lower"),
+                           "freeze_head_rank": 128, "halved_groups": tuple(HALVINGS), "halved_seeds": (0, 1, 2),
+                           "second_model": "gemma3-270m",
                            "prefix_lengths": (64,), "long_factor": 2, "exit_coefs": (0.3, 0.05, 0.01),
                            "co_training": True, "served_ranks": (16,)}
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
+        if self.second_model:
+            sources.locate(self.second_model)
+            if self.second_model == self.model:
+                raise ConfigError(f"second_model={self.second_model!r} is the main model; Table J.3 needs another "
+                                  "architecture (or \"\" for none)")
         bad = [i for i in self.inits + self.zero_inits if i not in looping.INITS]
         if bad:
             raise ConfigError(f"inits {bad} unknown; choose from {list(looping.INITS)}")
@@ -175,6 +193,15 @@ class RelaxedConfig(Preset):
         if bad:
             raise ConfigError(f"served_ranks {bad} must be uptrained ranks (ranks or extra_ranks: "
                               f"{self.ranks + self.extra_ranks})")
+        bad = [g for g in self.halved_groups if g not in HALVINGS]
+        if bad:
+            raise ConfigError(f"halved_groups {bad} unknown; choose from {list(HALVINGS)} (Table G.1's rows)")
+        if self.halved_groups and (not self.halved_seeds or max(self.ranks) < 2):
+            raise ConfigError(f"halved_groups need seeds (halved_seeds={self.halved_seeds}) and a largest rank >= 2 "
+                              f"to halve (ranks={self.ranks})")
+        if self.freeze_head_rank < 0:
+            raise ConfigError(f"freeze_head_rank={self.freeze_head_rank} must be >= 0 (0: no Freeze run; the paper: "
+                              "128)")
         if self.throughput_repeats < 1 or self.pass_repeats < 1:
             raise ConfigError(f"throughput_repeats={self.throughput_repeats} and pass_repeats={self.pass_repeats} "
                               "must be >= 1")
@@ -220,8 +247,16 @@ class RelaxedVariant:
     seed: int = 0
     prefix: int = 0  # prefix relaxation length (App. H) instead of LoRA; needs rank 0
     coef: float | None = None  # the aggressive coefficient of this run's exit loss (None: the config's exit_coef)
+    freeze_rank: int = 0  # post-training with every weight frozen and a LoRA of this rank on the exit head (J.1)
+    halved: str = ""  # a HALVINGS key: those groups' LoRA rank is rank // 2 (Table G.1); "" = every group at rank
 
     def __post_init__(self) -> None:
+        if self.halved and (self.halved not in HALVINGS or self.rank < 2):
+            raise ConfigError(f"halved={self.halved!r} with rank {self.rank}: halve one of {list(HALVINGS)} of a "
+                              "LoRA of rank >= 2")
+        if self.freeze_rank and (self.phase != "post" or self.exit == "none"):
+            raise ConfigError(f"freeze_rank={self.freeze_rank} with phase {self.phase!r} and exit {self.exit!r}: the "
+                              "frozen model's head LoRA is trained in post-training, on an exit loss")
         if self.prefix and self.rank:
             raise ConfigError(f"prefix={self.prefix} and rank={self.rank}: a run relaxes with LoRA or a prefix")
         if self.phase not in PHASES:
@@ -235,18 +270,40 @@ class RelaxedVariant:
     def name(self) -> str:
         base = f"{self.init}-p{self.prefix}" if self.prefix else \
             f"{self.init}-r{self.rank}" + (f"-{self.lora_init}" if self.rank else "")
+        if self.halved:
+            base += f"-half{self.halved}"
         if self.kd:
             base += "-kd"
         if self.steps_factor != 1:
             base += f"-x{self.steps_factor}"
         if self.phase != "uptrain":
             base += f"-{self.phase}_{self.exit}" + (f"{self.coef:g}" if self.coef is not None else "")
+        if self.freeze_rank:
+            base += f"-freeze{self.freeze_rank}"
         return f"{base}-s{self.seed}"
 
     @property
     def parent(self) -> RelaxedVariant | None:
         """The uptrained model a post-training run starts from."""
-        return dataclasses.replace(self, exit="none", phase="uptrain", coef=None) if self.phase == "post" else None
+        return (dataclasses.replace(self, exit="none", phase="uptrain", coef=None, freeze_rank=0)
+                if self.phase == "post" else None)
+
+
+def second_architecture(cfg: RelaxedConfig) -> RelaxedConfig | None:
+    """Table J.3's config: the same recipe on `second_model` (None when there is none), with only what the table
+    needs: the main recursive and relaxed models and their early-exit post-training (`second_variants`)."""
+    if not cfg.second_model:
+        return None
+    return cfg.override(model=cfg.second_model, second_model="", ranks=(max(cfg.ranks),), rank_inits=(),
+                        extra_ranks=(), high_ranks=(), zero_inits=(), prefix_lengths=(), kd_alpha=0.0, long_factor=1,
+                        exit_coefs=(), served_ranks=(), co_training=False, freeze_head_rank=0, halved_groups=())
+
+
+def second_variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
+    """Table J.3's runs (under `second_architecture(cfg)`): the two main models uptrained, then each post-trained with
+    every exit schedule of the config, parents first."""
+    mains = main_variants(cfg)
+    return [*mains, *[dataclasses.replace(m, exit=s, phase="post") for m in mains for s in cfg.exit_schedules]]
 
 
 def main_variants(cfg: RelaxedConfig) -> tuple[RelaxedVariant, RelaxedVariant]:
@@ -277,5 +334,11 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     runs += [RelaxedVariant("average", r, exit="aggressive_kd", phase="post") for r in cfg.served_ranks]
     if cfg.co_training:
         runs.append(dataclasses.replace(main_variants(cfg)[0], exit="aggressive_kd", phase="co"))
+    main_relaxed = main_variants(cfg)[1]  # Table G.1: one group at half the rank, beside the all-equal model, per seed
+    for seed in cfg.halved_seeds if cfg.halved_groups else ():
+        runs.append(dataclasses.replace(main_relaxed, seed=seed))
+        runs += [dataclasses.replace(main_relaxed, seed=seed, halved=group) for group in cfg.halved_groups]
+    if cfg.freeze_head_rank:  # Table J.1's Freeze row: only a head LoRA learns the loop-1 exit, with Agg(c)'s loss
+        runs.append(dataclasses.replace(recursive, exit="aggressive", phase="post", freeze_rank=cfg.freeze_head_rank))
     names = [v.name for v in runs]
     return [v for i, v in enumerate(runs) if v.name not in names[:i]]

@@ -15,6 +15,10 @@ the same loss applied at different times; the chapter runs both.
 Plumbing: `ExitModel` wraps a Decoder so that its forward returns the final logits as usual (what the trainer and
 validation see) and keeps every exit's logits for `ExitLoss`, a `rlib.train.LossHook`. One forward serves both.
 
+Table J.1's Freeze rows train no weight of the model: a LoRA on the classifier head (`ExitHead`, rank 128 in the
+paper) is the only trainable part, and it serves the intermediate exits only, so the final output stays the frozen
+model's.
+
     wrapped = ExitModel(model, exits=loop_exits(model))
     train(wrapped, windows, cfg, out, hooks=[ExitLoss(wrapped, "aggressive", coef=0.1, kd=True)])
 """
@@ -29,9 +33,10 @@ from torch import nn
 
 from rlib.config import ConfigError
 from rlib.model import Decoder
+from rlib.model.lora import LoRA
 
-__all__ = ["EXIT_SCHEDULES", "ExitLoss", "ExitModel", "confidence_exit_loops", "exit_coefficients", "exit_predictions",
-           "loop_exits", "oracle_exit_loops", "static_exit_losses"]
+__all__ = ["EXIT_SCHEDULES", "ExitHead", "ExitLoss", "ExitModel", "confidence_exit_loops", "exit_coefficients",
+           "exit_predictions", "exit_logits", "loop_exits", "oracle_exit_loops", "static_exit_losses"]
 
 EXIT_SCHEDULES = ("weighted", "aggressive", "final")
 
@@ -60,21 +65,51 @@ def exit_coefficients(schedule: str, n_exits: int, coef: float = 0.1) -> tuple[f
     return tuple([0.0] * (n_exits - 1) + [1.0])  # "final": the plain objective, exits untrained
 
 
-class ExitModel(nn.Module):
-    """A Decoder whose forward also keeps the logits of every exit in `self.exit_logits` ([B, T, V] each)."""
+class ExitHead(nn.Module):
+    """The decoder's head (final norm, LM head, soft-cap) plus a rank-R LoRA on the LM head's weight, for the
+    intermediate exits of a frozen model (Table J.1's Freeze rows). B starts at zero: at init it is the head."""
 
-    def __init__(self, decoder: Decoder, exits: tuple[int, ...]):
+    def __init__(self, decoder: Decoder, rank: int, seed: int = 0):
+        super().__init__()
+        weight = decoder.embed.weight if decoder.lm_head is None else decoder.lm_head.weight  # [V, D]
+        self.lora = LoRA(weight.shape[1], weight.shape[0], rank)
+        self.lora.reset_standard(torch.Generator().manual_seed(seed))
+        self.lora.to(device=weight.device, dtype=weight.dtype)
+
+    def forward(self, decoder: Decoder, hidden: torch.Tensor) -> torch.Tensor:
+        """[B, T, D_model] -> [B, T, V]"""
+        normed = decoder.final_norm(hidden)
+        weight = decoder.embed.weight if decoder.lm_head is None else decoder.lm_head.weight
+        logits = F.linear(normed, weight) + self.lora(normed)
+        if decoder.config.logit_softcap is not None:
+            cap = decoder.config.logit_softcap
+            logits = cap * torch.tanh(logits / cap)
+        return logits
+
+
+def exit_logits(decoder: Decoder, hidden: torch.Tensor, exit_head: ExitHead | None = None) -> torch.Tensor:
+    """An intermediate exit's logits: through `exit_head` when there is one, else the decoder's own head."""
+    return decoder.head(hidden) if exit_head is None else exit_head(decoder, hidden)
+
+
+class ExitModel(nn.Module):
+    """A Decoder whose forward also keeps the logits of every exit in `self.exit_logits` ([B, T, V] each); with an
+    `exit_head` the intermediate exits read through it (the final exit always through the decoder's head)."""
+
+    def __init__(self, decoder: Decoder, exits: tuple[int, ...], exit_head: ExitHead | None = None):
         super().__init__()
         if not exits or exits[-1] != len(decoder.plan.steps) - 1 or list(exits) != sorted(set(exits)):
             raise ConfigError(f"exits {exits} must be increasing plan depths ending at the last step "
                               f"({len(decoder.plan.steps) - 1})")
         self.decoder = decoder
+        self.exit_head = exit_head
         self.exits = tuple(exits)
         self.exit_logits: list[torch.Tensor] = []
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         out = self.decoder(input_ids, return_hidden=True)
-        self.exit_logits = [self.decoder.head(out.hidden_states[d]) for d in self.exits[:-1]] + [out.logits]
+        self.exit_logits = [exit_logits(self.decoder, out.hidden_states[d], self.exit_head)
+                            for d in self.exits[:-1]] + [out.logits]
         return out.logits
 
 
@@ -150,8 +185,9 @@ def confidence_exit_loops(prob: torch.Tensor, threshold: float) -> torch.Tensor:
 
 @torch.no_grad()
 def static_exit_losses(model: Decoder, windows: torch.Tensor, exits: tuple[int, ...], batch_size: int = 8,
-                       dtype: torch.dtype | None = None) -> dict[int, float]:
-    """Held-out NLL (nats/token) when every token exits at the same depth ("static exiting", App. J), per exit."""
+                       dtype: torch.dtype | None = None, exit_head: ExitHead | None = None) -> dict[int, float]:
+    """Held-out NLL (nats/token) when every token exits at the same depth ("static exiting", App. J), per exit;
+    with `exit_head`, the exits before the last read through it (as `ExitModel` trains them)."""
     device = next(model.parameters()).device
     totals = dict.fromkeys(exits, 0.0)
     count = 0
@@ -160,7 +196,8 @@ def static_exit_losses(model: Decoder, windows: torch.Tensor, exits: tuple[int, 
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = model(batch, return_hidden=True, n_steps=exits[-1] + 1)
             for depth in exits:
-                logits = model.head(out.hidden_states[depth])
+                hidden = out.hidden_states[depth]
+                logits = model.head(hidden) if depth == exits[-1] else exit_logits(model, hidden, exit_head)
                 totals[depth] += _ce(logits, batch).item() * batch[:, 1:].numel()
         count += batch[:, 1:].numel()
     return {depth: total / count for depth, total in totals.items()}

@@ -23,7 +23,7 @@ from rlib.progress import progress
 from rlib.recursive import experiments as ch01
 from rlib.relax import Relaxation
 from rlib.relaxed import early_exit
-from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, variants
+from rlib.relaxed.config import HALVINGS, RelaxedConfig, RelaxedVariant, variants
 from rlib.relaxed.early_exit import ExitLoss, ExitModel
 from rlib.train import train
 
@@ -43,7 +43,8 @@ def build(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder) -> Decod
         return relax.prefix_relax(looped, variant.prefix, seed=variant.seed)
     if variant.rank == 0:
         return looped
-    return relax.relax(looped, source, Relaxation(variant.rank, init=variant.lora_init))
+    ranks = {group: variant.rank // 2 for group in HALVINGS.get(variant.halved, ())}  # Table G.1's row
+    return relax.relax(looped, source, Relaxation(variant.rank, init=variant.lora_init, ranks=ranks))
 
 
 def _exit_loss(variant: RelaxedVariant, wrapped: ExitModel, cfg: RelaxedConfig) -> list[ExitLoss]:
@@ -54,12 +55,15 @@ def _exit_loss(variant: RelaxedVariant, wrapped: ExitModel, cfg: RelaxedConfig) 
     return [ExitLoss(wrapped, schedule, coef=coef, kd=variant.exit == "aggressive_kd")]
 
 
-def evaluate(model: Decoder, cfg: RelaxedConfig, windows: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Perplexity on every corpus (final exit) and the static-exit NLL of every loop on the uptraining corpus."""
+def evaluate(model: Decoder, cfg: RelaxedConfig, windows: dict[str, torch.Tensor],
+             exit_head: early_exit.ExitHead | None = None) -> dict[str, float]:
+    """Perplexity on every corpus (final exit) and the static-exit NLL of every loop on the uptraining corpus (the
+    loops before the last through `exit_head` when the run trained one)."""
     out = ch01.evaluate_model(model, cfg, windows, tasks=False)
     dtype = torch.bfloat16 if cfg.precision == "bf16" else None
     exits = early_exit.loop_exits(model, cfg.n_loops)
-    losses = early_exit.static_exit_losses(model, windows[cfg.train_corpus], exits, cfg.micro_batch_size, dtype)
+    losses = early_exit.static_exit_losses(model, windows[cfg.train_corpus], exits, cfg.micro_batch_size, dtype,
+                                           exit_head)
     for j, depth in enumerate(exits, start=1):
         out[f"nll_loop{j}"] = losses[depth]
     return out
@@ -80,12 +84,16 @@ def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, wo
             raise ConfigError(f"{variant.name} distills from chapter 01's uptrained full model ({teacher_dir}); "
                               "run chapter 01 with the same profile first")
         teacher = convert.load(teacher_dir)
-    wrapped = ExitModel(model, early_exit.loop_exits(model, cfg.n_loops))
+    exit_head = None
+    if variant.freeze_rank:  # Table J.1's Freeze row: no weight of the model trains, only the exit head's LoRA
+        model.requires_grad_(False)
+        exit_head = early_exit.ExitHead(model, variant.freeze_rank, seed=variant.seed)
+    wrapped = ExitModel(model, early_exit.loop_exits(model, cfg.n_loops), exit_head)
     train_dir = slot.train_dir
     result = train(wrapped, ch01.train_windows(cfg, cfg.train_corpus), cfg.train_config(variant), train_dir,
                    val_windows=ch01.val_windows(cfg, cfg.train_corpus), teacher=teacher,
                    hooks=_exit_loss(variant, wrapped, cfg))
-    after = evaluate(model, cfg, windows)
+    after = evaluate(model, cfg, windows, exit_head)
     if any(v.parent == variant for v in variants(cfg)) or _keeps(variant, cfg):
         convert.save(model, slot.folder / "model", tokenizer=cfg.tokenizer)
     slot.drop_checkpoint()
@@ -101,12 +109,13 @@ def _keeps(variant: RelaxedVariant, cfg: RelaxedConfig) -> bool:
     return variant.phase == "post" and variant.exit == "aggressive_kd"
 
 
-def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path | None) -> list[dict[str, Any]]:
-    """Run (or load) every variant in `variants(cfg)` order; `teacher_dir` is chapter 01's uptrained full model
-    (`rlib.recursive.experiments.teacher_dir(profile)`), needed by the distillation run."""
+def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path | None,
+             runs: list[RelaxedVariant] | None = None) -> list[dict[str, Any]]:
+    """Run (or load) `runs` (default: every variant in `variants(cfg)` order); `teacher_dir` is chapter 01's
+    uptrained full model (`rlib.recursive.experiments.teacher_dir(profile)`), needed by the distillation run."""
     cfg.check_model(source.config.n_layers)
     windows = ch01.eval_windows(cfg)
-    return experiments.run_grid(variants(cfg), work,
+    return experiments.run_grid(variants(cfg) if runs is None else runs, work,
                                 lambda v, slot: run_variant(v, cfg, source, Path(work), slot, windows, teacher_dir),
                                 context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants")
 

@@ -1,5 +1,5 @@
 """Chapter 02's tables from the grid's results (Relaxed Recursive Transformers Fig. 6 / 7 / G.1-G.3, Table G.2,
-Tables 3 / J.1, Table I.1).
+Tables 3 / J.1, Table I.1), and Fig. 4's full-size reference scored on the chapter's windows.
 """
 
 from __future__ import annotations
@@ -10,10 +10,15 @@ from typing import Any
 
 import pandas as pd
 
+from rlib import counting
+from rlib.config import ConfigError
 from rlib.experiments import training_curves
+from rlib.model import convert
+from rlib.recursive import experiments as ch01
 from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
 
-__all__ = ["exit_table", "flat", "g1_rank", "kd_long_table", "relax_table", "training_table"]
+__all__ = ["exit_table", "flat", "full_reference_table", "g1_rank", "kd_long_table", "main_grid", "module_rank_table",
+           "relax_table", "training_table"]
 
 
 def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -27,6 +32,46 @@ def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def full_reference_table(cfg: RelaxedConfig, teacher_dir: Path | None) -> pd.DataFrame:
+    """Fig. 4's full-size reference: chapter 01's uptrained full model (same source, corpus, steps and batches as
+    this chapter's uptraining) scored on this chapter's windows, in the `runs` table's columns."""
+    if teacher_dir is None or not (Path(teacher_dir) / convert.CONFIG_FILE).exists():
+        raise ConfigError(f"Fig. 4's full-size reference is chapter 01's uptrained full model ({teacher_dir}); run "
+                          "chapter 01 with the same profile first")
+    model = convert.load(teacher_dir)
+    scores = ch01.evaluate_model(model, cfg, ch01.eval_windows(cfg), tasks=False)
+    counts = counting.count_parameters(model)
+    return pd.DataFrame([{"model": "full (uptrained, chapter 01)", "unique_params": counts["unique"],
+                          "non_embedding_params": counts["non_embedding"],
+                          **{f"after {k}": v for k, v in scores.items()}}])
+
+
+def main_grid(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `flat`'s table that the main grid's tables and claims read: Table G.1's halved-rank runs and their
+    extra seeds are read by `module_rank_table` alone."""
+    halved = df["halved"].fillna("") if "halved" in df else pd.Series("", index=df.index)
+    return df[(halved == "") & (df["seed"] == 0)]
+
+
+def module_rank_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
+    """Table G.1: the main relaxed model (Average, SVD, the largest rank) with each group's LoRA rank halved in turn
+    ("" = every group at the full rank), per seed: after NLL on the uptraining corpus and its increase over the
+    all-equal model of the same seed."""
+    df = flat(results)
+    main = main_variants(cfg)[1]
+    halved = df["halved"].fillna("") if "halved" in df else pd.Series("", index=df.index)
+    sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == main.lora_init)
+             & _plainly_uptrained(df) & (df["prefix"] == 0) & df["seed"].isin(cfg.halved_seeds)].assign(
+        halved=halved)
+    if sel.empty or not cfg.halved_groups:
+        return pd.DataFrame()
+    nll = f"after nll[{cfg.train_corpus}]"
+    reference = sel[sel["halved"] == ""].set_index("seed")[nll]
+    out = sel[["halved", "seed", "non_embedding_params", nll]].copy()
+    out["delta"] = out[nll] - out["seed"].map(reference)
+    return out.sort_values(["halved", "seed"]).reset_index(drop=True)
+
+
 def _plainly_uptrained(df: pd.DataFrame) -> pd.Series:
     """Rows of runs uptrained without exits, distillation or a longer schedule."""
     return (df["phase"] == "uptrain") & ~df["kd"] & (df["steps_factor"] == 1)
@@ -34,7 +79,7 @@ def _plainly_uptrained(df: pd.DataFrame) -> pd.Series:
 
 def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
     """Fig. 6 / 7 / G.1-G.3 and Table G.2: every uptrained model without exits, before and after uptraining."""
-    df = flat(results)
+    df = main_grid(flat(results))
     sel = df[_plainly_uptrained(df)]
     cols = ["init", "rank", "lora_init", "prefix", "non_embedding_params", f"before ppl[{cfg.train_corpus}]",
             *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
@@ -44,7 +89,7 @@ def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFra
 def training_table(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
     """Fig. G.1: the training curves of every plainly uptrained SVD run (no exits, distillation, longer schedule or
     prefix), one row per logged step (step, tokens, loss, val_loss) with the run's init and rank."""
-    df = flat(results)
+    df = main_grid(flat(results))
     plain = df[_plainly_uptrained(df) & (df["prefix"] == 0) & (df["lora_init"] == "svd")]
     curves = training_curves(work, [r for r in results if r["name"] in set(plain["name"])])
     if curves.empty:
@@ -65,18 +110,24 @@ def g1_rank(curves: pd.DataFrame, inits: tuple[str, ...], full_rank: int) -> int
 
 def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
     """Tables 3 / J.1: static-exit NLL of every loop after each early-exit schedule, for both main models."""
-    df = flat(results)
+    df = main_grid(flat(results))
     mains = {m.name.rsplit("-s", 1)[0]: m for m in main_variants(cfg)}
     mains.update({RelaxedVariant("average", r).name.rsplit("-s", 1)[0]: None for r in cfg.served_ranks})
     rows = []
     for r in df.itertuples():
         coef = getattr(r, "coef", None)
         coef = None if coef is None or pd.isna(coef) else float(coef)
-        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed, r.prefix, coef)
-        base = dataclasses.replace(v, exit="none", phase="uptrain", coef=None)
+        freeze = getattr(r, "freeze_rank", 0)
+        freeze = 0 if freeze is None or pd.isna(freeze) else int(freeze)
+        v = RelaxedVariant(r.init, r.rank, r.lora_init, r.exit, r.phase, r.kd, r.steps_factor, r.seed, r.prefix, coef,
+                           freeze)
+        base = dataclasses.replace(v, exit="none", phase="uptrain", coef=None, freeze_rank=0)
         if base.name.rsplit("-s", 1)[0] not in mains or v.kd or v.steps_factor != 1:
             continue
-        row = {"model": "recursive" if v.rank == 0 else f"relaxed r={v.rank}", "phase": v.phase, "exit": v.exit,
+        model = "recursive" if v.rank == 0 else f"relaxed r={v.rank}"
+        if freeze:  # Table J.1's Freeze row: a model of its own, so no main-recipe lookup ever reads it
+            model += f" frozen, head LoRA r={freeze}"
+        row = {"model": model, "phase": v.phase, "exit": v.exit,
                "coef": (cfg.exit_coef if v.coef is None else v.coef) if v.exit.startswith("aggressive") else None,
                "sweep": v.coef is not None}  # True: a Table J.1 coefficient-sweep run beside the main recipe
         row.update({f"nll loop {j}": df.loc[r.Index, f"after nll_loop{j}"] for j in range(1, cfg.n_loops + 1)})
@@ -87,7 +138,7 @@ def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFram
 def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
     """Table I.1's rows: the main relaxed model plain, with distillation, with longer uptraining, and with both
     (Fig. 7(b))."""
-    df = flat(results)
+    df = main_grid(flat(results))
     main = main_variants(cfg)[1]
     sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == "svd")
              & (df["phase"] == "uptrain") & (df["prefix"] == 0)]
