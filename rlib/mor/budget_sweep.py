@@ -18,7 +18,7 @@ from rlib.mor import experiments
 from rlib.mor.config import BudgetSweepConfig, MoRConfig, MoRVariant
 from rlib.mor.spec import MoRSpec
 
-__all__ = ["run_sweep", "sweep_variants"]
+__all__ = ["folder", "run_cell", "run_sweep", "sweep_variants"]
 
 
 def sweep_variants(cfg: MoRConfig) -> list[MoRVariant]:
@@ -27,16 +27,24 @@ def sweep_variants(cfg: MoRConfig) -> list[MoRVariant]:
             MoRVariant(MoRSpec.expert(nr), "flops", seed)]
 
 
+def folder(work: Path, fraction: float) -> Path:
+    """Where the sweep's runs at `fraction` of the budget live (1: the main grid's own folder)."""
+    return Path(work) if fraction == 1 else Path(work) / f"budget-{fraction:g}"
+
+
+def run_cell(cfg: MoRConfig, held: dict, where: Path, desc: str) -> list[dict[str, Any]]:
+    """Run (or load) the sweep's three models under `cfg` (its budget, its widths) in `where`; each result gains
+    "budget_flops". Shared with Fig. 5a's width x budget grid (`rlib.mor.compute_optimal`)."""
+    runs = run_grid(sweep_variants(cfg), where, lambda v, slot: experiments.run_variant(v, cfg, slot, held),
+                    context=(cfg.grid_context(),), modules=experiments.CODE_MODULES, desc=desc)
+    return [{**r, "budget_flops": cfg.budget} for r in runs]
+
+
 def run_sweep(cfg: MoRConfig, sweep: BudgetSweepConfig, work: Path) -> list[dict[str, Any]]:
     """Run (or load) every sweep model at every fraction; each result gains "budget_flops"."""
     held = experiments.windows(cfg)
-    results = []
-    for fraction in sweep.fractions:
-        sub = cfg.override(budget=cfg.budget * fraction)
-        runs = run_grid(sweep_variants(cfg), Path(work) / f"budget-{fraction:g}",
-                        lambda v, slot, s=sub: experiments.run_variant(v, s, slot, held), context=(sub.grid_context(),),
-                        modules=experiments.CODE_MODULES, desc=f"budget sweep x{fraction:g}")
-        results += [{**r, "budget_flops": sub.budget} for r in runs]
-    return results
+    return [r for fraction in sweep.fractions
+            for r in run_cell(cfg.override(budget=cfg.budget * fraction), held, folder(work, fraction),
+                              f"budget sweep x{fraction:g}")]
 
 

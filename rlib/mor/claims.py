@@ -411,6 +411,15 @@ def _seed_std(tables: Mapping[str, pd.DataFrame], label: str, default: float | N
     return float(std)
 
 
+def _largest_seed_std(tables: Mapping[str, pd.DataFrame], pick: Callable[[pd.Series], pd.Series]) -> float:
+    """The largest isoFLOP seed s.d. in main.csv among the labels `pick` selects (NaN without main.csv or seeds)."""
+    main = tables.get("main")
+    if main is None or "nll_std" not in main:
+        return np.nan
+    stds = main[pick(main["label"]) & (main["budget"] == "flops")]["nll_std"].dropna()
+    return float(stds.max()) if len(stds) else np.nan
+
+
 def _budget_steps(tables: Mapping[str, pd.DataFrame], budget: str, model: str | None = None) -> str:
     """Optimizer steps of the runs at `budget` (of one model if given), from budgets.csv: "39" or "48-71"."""
     b = _table(tables, "budgets")
@@ -970,11 +979,12 @@ def _word_class(token: str) -> str:
     return "function" if word in FUNCTION_WORDS else "content"
 
 
-def _path_ordering(table: pd.DataFrame, labels: dict[str, str]) -> tuple[dict[str, float], bool]:
-    """Fig. 5a's slopes a per model key (mor, rec, vanilla) and whether MoR's is the largest."""
-    from rlib.mor.compute_optimal import fit_optima, optimal_path
+def _path_ordering(fits: pd.DataFrame, labels: dict[str, str]) -> tuple[dict[str, float], bool]:
+    """Fig. 5a's slopes a per model key (mor, rec, vanilla) from `fit_optima`'s table, and whether MoR's is the
+    largest."""
+    from rlib.mor.compute_optimal import optimal_path
 
-    slopes = optimal_path(fit_optima(table)).set_index("label")["slope"]
+    slopes = optimal_path(fits).set_index("label")["slope"]
     a = {key: float(slopes[label]) for key, label in labels.items()}
     return a, a["mor"] > a["rec"] and a["mor"] > a["vanilla"]
 
@@ -989,7 +999,7 @@ def _compute_optimal(tables, cfg) -> Verdict:
     if missing:
         raise Missing(f"needs: compute_optimal.csv rows of {missing}")
     fits = fit_optima(grid)
-    a, held = _path_ordering(grid, labels)
+    a, held = _path_ordering(fits, labels)
     widths = sorted(int(w) for w in grid["width"].unique())
     stars = {key: ", ".join(f"{f.n_star_m:.2f}M{'' if f.interior else ' (edge)'}" for f in
                             fits[fits["label"] == label].sort_values("budget_flops").itertuples())
@@ -997,11 +1007,7 @@ def _compute_optimal(tables, cfg) -> Verdict:
     measured = "; ".join(f"{labels[k]}: a = {a[k]:+.3f}, N* = {stars[k]}" for k in ("mor", "rec", "vanilla"))
     budgets = ", ".join(f"{b:.3g}" for b in sorted(grid["budget_flops"].unique()))
     measured += f" (widths {widths}, budgets {budgets} FLOPs)"
-    main = tables.get("main")
-    spread = np.nan
-    if main is not None and "nll_std" in main:
-        stds = main[main["label"].isin(labels.values()) & (main["budget"] == "flops")]["nll_std"].dropna()
-        spread = float(stds.max()) if len(stds) else np.nan
+    spread = _largest_seed_std(tables, lambda label: label.isin(labels.values()))
     repeats = None
     if np.isfinite(spread) and spread > 0:
         rng = np.random.default_rng(0)
@@ -1009,7 +1015,7 @@ def _compute_optimal(tables, cfg) -> Verdict:
         for _ in range(200):
             noisy = grid.assign(nll=grid["nll"] + rng.normal(0, spread, len(grid)))
             try:
-                kept.append(_path_ordering(noisy, labels)[1] == held)
+                kept.append(_path_ordering(fit_optima(noisy), labels)[1] == held)
             except (ValueError, np.linalg.LinAlgError):
                 continue
         if kept:
@@ -1174,11 +1180,7 @@ def _relaxation(tables, cfg) -> Verdict:
     if not failing:
         return Verdict(True, measured)
     worst = max(failing, key=failing.get)
-    main = tables.get("main")
-    spread = np.nan
-    if main is not None and "nll_std" in main:
-        rec = main[main["label"].str.startswith("Recursive-") & (main["budget"] == "flops")]["nll_std"].dropna()
-        spread = float(rec.max()) if len(rec) else np.nan
+    spread = _largest_seed_std(tables, lambda label: label.str.startswith("Recursive-"))
     noise = (f"the Recursive model's seed s.d. at the isoFLOP budget is {spread:.4f}" if np.isfinite(spread)
              else "one seed, no seed spread in main.csv")
     if np.isfinite(spread) and failing[worst] <= 2 * spread:

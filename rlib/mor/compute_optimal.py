@@ -29,9 +29,7 @@ import numpy as np
 import pandas as pd
 
 from rlib.config import ConfigError, Preset
-from rlib.experiments import run_grid as _run_grid
-from rlib.mor import experiments
-from rlib.mor.budget_sweep import sweep_variants
+from rlib.mor import budget_sweep, experiments
 from rlib.mor.config import MoRConfig
 
 __all__ = ["ComputeOptimalConfig", "fit_optima", "folder", "optimal_path", "run_grid"]
@@ -89,8 +87,7 @@ def folder(work: Path, cfg: MoRConfig, width: int, fraction: float) -> Path:
     """Where a (width, fraction) cell trains: the chapter's own width reads the main grid (fraction 1) and the budget
     sweep's folders; other widths get their own. The run cache's key holds the whole config, so a folder is only
     where a run lives, never what it is."""
-    base = Path(work) if width == cfg.d_model else Path(work) / f"width-{width}"
-    return base if fraction == 1 else base / f"budget-{fraction:g}"
+    return budget_sweep.folder(Path(work) if width == cfg.d_model else Path(work) / f"width-{width}", fraction)
 
 
 def run_grid(cfg: MoRConfig, study: ComputeOptimalConfig, work: Path) -> list[dict[str, Any]]:
@@ -99,14 +96,10 @@ def run_grid(cfg: MoRConfig, study: ComputeOptimalConfig, work: Path) -> list[di
     held = experiments.windows(cfg)
     cells = [(width, fraction, study.model_config(cfg, width).override(budget=cfg.budget * fraction))
              for width in study.widths for fraction in study.fractions]
-    results = []
-    for width, fraction, sub in cells:
-        runs = _run_grid(sweep_variants(cfg), folder(work, cfg, width, fraction),
-                         lambda v, slot, s=sub: experiments.run_variant(v, s, slot, held),
-                         context=(sub.grid_context(),), modules=experiments.CODE_MODULES,
-                         desc=f"Fig. 5a: width {width}, budget x{fraction:g}")
-        results += [{**r, "width": width, "budget_flops": sub.budget} for r in runs]
-    return results
+    return [{**r, "width": width}
+            for width, fraction, sub in cells
+            for r in budget_sweep.run_cell(sub, held, folder(work, cfg, width, fraction),
+                                           f"Fig. 5a: width {width}, budget x{fraction:g}")]
 
 
 def fit_optima(table: pd.DataFrame) -> pd.DataFrame:

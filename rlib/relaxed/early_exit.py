@@ -65,13 +65,18 @@ def exit_coefficients(schedule: str, n_exits: int, coef: float = 0.1) -> tuple[f
     return tuple([0.0] * (n_exits - 1) + [1.0])  # "final": the plain objective, exits untrained
 
 
+def _head_weight(decoder: Decoder) -> torch.Tensor:
+    """The LM head's weight [V, D]: the embedding when tied (as `Decoder.head` reads it)."""
+    return decoder.embed.weight if decoder.lm_head is None else decoder.lm_head.weight
+
+
 class ExitHead(nn.Module):
     """The decoder's head (final norm, LM head, soft-cap) plus a rank-R LoRA on the LM head's weight, for the
     intermediate exits of a frozen model (Table J.1's Freeze rows). B starts at zero: at init it is the head."""
 
     def __init__(self, decoder: Decoder, rank: int, seed: int = 0):
         super().__init__()
-        weight = decoder.embed.weight if decoder.lm_head is None else decoder.lm_head.weight  # [V, D]
+        weight = _head_weight(decoder)  # [V, D]
         self.lora = LoRA(weight.shape[1], weight.shape[0], rank)
         self.lora.reset_standard(torch.Generator().manual_seed(seed))
         self.lora.to(device=weight.device, dtype=weight.dtype)
@@ -79,8 +84,7 @@ class ExitHead(nn.Module):
     def forward(self, decoder: Decoder, hidden: torch.Tensor) -> torch.Tensor:
         """[B, T, D_model] -> [B, T, V]"""
         normed = decoder.final_norm(hidden)
-        weight = decoder.embed.weight if decoder.lm_head is None else decoder.lm_head.weight
-        logits = F.linear(normed, weight) + self.lora(normed)
+        logits = F.linear(normed, _head_weight(decoder)) + self.lora(normed)
         if decoder.config.logit_softcap is not None:
             cap = decoder.config.logit_softcap
             logits = cap * torch.tanh(logits / cap)

@@ -46,11 +46,15 @@ def full_reference_table(cfg: RelaxedConfig, teacher_dir: Path | None) -> pd.Dat
                           **{f"after {k}": v for k, v in scores.items()}}])
 
 
+def _halved(df: pd.DataFrame) -> pd.Series:
+    """Each row's Table G.1 halving ("" for none; results written before the field existed have none)."""
+    return df["halved"].fillna("") if "halved" in df else pd.Series("", index=df.index)
+
+
 def main_grid(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of `flat`'s table that the main grid's tables and claims read: Table G.1's halved-rank runs and their
     extra seeds are read by `module_rank_table` alone."""
-    halved = df["halved"].fillna("") if "halved" in df else pd.Series("", index=df.index)
-    return df[(halved == "") & (df["seed"] == 0)]
+    return df[(_halved(df) == "") & (df["seed"] == 0)]
 
 
 def module_rank_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
@@ -59,10 +63,9 @@ def module_rank_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.D
     all-equal model of the same seed."""
     df = flat(results)
     main = main_variants(cfg)[1]
-    halved = df["halved"].fillna("") if "halved" in df else pd.Series("", index=df.index)
     sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == main.lora_init)
              & _plainly_uptrained(df) & (df["prefix"] == 0) & df["seed"].isin(cfg.halved_seeds)].assign(
-        halved=halved)
+        halved=_halved(df))
     if sel.empty or not cfg.halved_groups:
         return pd.DataFrame()
     nll = f"after nll[{cfg.train_corpus}]"
