@@ -140,5 +140,5 @@ def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
     assert {v.n_loops for v in added} | {v.norm_init for v in added} >= {5, "choice", "zero"}
     assert {v.init for v in added if v.kind == "recursive" and v.n_loops == 3} == {"average", "lower", "random"}
     assert not cpu.step0_tasks and RecursiveConfig.preset("gpu").step0_tasks
-    with pytest.raises(ConfigError, match="add 3 to loops"):
-        cpu.override(loops=(2,), b3_inits=("average",))
+    without_b3 = long.override(loops=(2, 5))  # no Stepwise B = 3 to compare with: the B = 3 rows go with it
+    assert not [v for v in variants(without_b3) if v.n_loops == 3]
