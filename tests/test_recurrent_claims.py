@@ -138,6 +138,14 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
         assert tuple(judged.loc[claim, ["verdict", "diagnosis"]]) == ("not held", "scale")
     assert tuple(judged.loc["rt.table1.transformer_2L", ["verdict", "diagnosis"]]) == ("not held", "budget")
     assert "T(2L) 5.0336 vs T(L) 5.0150" in judged.loc["rt.table1.transformer_2L", "measured"]
+    # the tuning grid (copy at 15 epochs) lifts RT's copy to 13x chance: the set-up check holds
+    assert judged.loc["rt.ours.task_setup_copying", "verdict"] == "held"
+    assert "copy: RT 13.3x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
+    # Figs. 8-9 at batch 16 and 32, the downstream columns and the decode cost: measured, with diagnoses
+    assert tuple(judged.loc["rt.fig8_9.batch_sizes_150m", ["verdict", "diagnosis"]]) == ("not held", "budget")
+    assert tuple(judged.loc["rt.tables3_5_8.downstream_gold_ce", ["verdict", "diagnosis"]]) == ("not held", "budget")
+    assert judged.loc["rt.tables6_9_10.downstream_accuracy", "verdict"] == "held"
+    assert tuple(judged.loc["rt.abstract.decode_cost", ["verdict", "diagnosis"]]) == ("not held", "scale")
 
 
 # ---- small synthetic tables: one number flips a verdict -------------------------------------------------------
