@@ -127,7 +127,7 @@ init = run.table(tables.init_table(results, cfg), "init_ablation")
 # unique layers? The `cpu-long` profile uptrains the other initializations at B = 3 beside Stepwise:
 
 # %%
-if cfg.b3_inits and 3 in cfg.loops:  # the B = 3 rows run only beside Stepwise B = 3
+if cfg.b3_rows:
     run.table(tables.init_table(results, cfg, n_loops=3), "init_ablation_b3");
 
 # %%

@@ -118,6 +118,12 @@ class RecursiveConfig(Preset):
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "loops": (2, 3, 5), "norm_inits": ("choice", "zero"),
                            "b3_inits": ("average", "lower", "random")}
 
+    @property
+    def b3_rows(self) -> tuple[str, ...]:
+        """The inits of Table F.1's B = 3 rows that run: `b3_inits` when 3 is in `loops` (Stepwise B = 3, their
+        reference, comes from the size sweep), else none."""
+        return self.b3_inits if 3 in self.loops else ()
+
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
         bad = [i for i in self.inits if i not in looping.INITS]
@@ -208,8 +214,7 @@ def variants(cfg: RecursiveConfig) -> list[Variant]:
             runs.append(Variant("recursive", cfg.init_loops, init, seed=seed))
     runs += [Variant("recursive", cfg.init_loops, "average", norm_init=n, seed=first) for n in cfg.norm_inits]
     runs += [Variant("recursive", b, "stepwise", seed=first) for b in cfg.loops if b != cfg.init_loops]
-    if 3 in cfg.loops:  # Table F.1's B = 3 rows, beside Stepwise B = 3 of the size sweep
-        runs += [Variant("recursive", 3, init, seed=first) for init in cfg.b3_inits]
+    runs += [Variant("recursive", 3, init, seed=first) for init in cfg.b3_rows]  # Table F.1's B = 3 rows
     for b in cfg.loops:
         runs += [Variant("truncated", b, seed=first), Variant("scratch", b, seed=first)]
     if cfg.kd_alpha > 0:
