@@ -36,6 +36,8 @@ SPECS = {
     "token-cache": MoRSpec.token(3),
     "token-share": MoRSpec.token(3, kv="share"),
     "expert-auxrouter": MoRSpec.expert(3, aux="router"),
+    "expert-widemlp": MoRSpec.expert(3, router_arch="wide_mlp"),  # Table 10's W-MLP row (ec_wide_mlp)
+    "token-sigmoid": MoRSpec.token(3, router_func="sigmoid"),  # Table 11's sigmoid router (tc_sigmoid)
     "recursive-cache": MoRSpec.recursive(3),
     "recursive-share": MoRSpec.recursive(3, kv="share"),
 }

@@ -48,12 +48,14 @@ ROUTER_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "ec_aux_router": ("expert", dict(aux="router")),
     "ec_tanh": ("expert", dict(router_func="tanh")),
     "ec_mlp": ("expert", dict(router_arch="mlp")),
+    "ec_wide_mlp": ("expert", dict(router_arch="wide_mlp")),
     "ec_alpha1": ("expert", dict(alpha=1.0)),
     "ec_zloss": ("expert", dict(z_coef=1e-3)),
     "ec_no_aux": ("expert", dict(aux="none", aux_coef=0.0)),
     "tc_loss_free": ("token", dict(balance="loss_free", bias_rate=1e-3)),
     "tc_mlp": ("token", dict(router_arch="mlp")),
     "tc_no_z": ("token", dict(z_coef=0.0)),
+    "tc_sigmoid": ("token", dict(router_func="sigmoid")),
 }
 
 
@@ -146,10 +148,12 @@ class MoRConfig(Preset):
             eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS,
             relaxations=tuple(RELAXATIONS), relax_rank=32, relax_len=64, fewshot_items=200),
     }
-    # cpu-long: the cpu grid (read back from cpu's run folders) plus the router rows of Tables 4/10/11, the gate
-    # ablation at every seed and Table 13's relaxations (14 runs, about 14 min on 2 cores)
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus every router row a Table 4/10/11 claim reads
+    # (10), the gate ablation at every seed (6) and Table 13's relaxations (4): 20 runs, ~2 min each at the ablation
+    # budget on 2 cores (the gate rows at the isoFLOP budget take longer)
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "gate_ablations": GATE_ABLATIONS,
-                           "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "tc_loss_free"),
+                           "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "ec_mlp", "ec_wide_mlp",
+                                                "ec_zloss", "tc_loss_free", "tc_mlp", "tc_no_z", "tc_sigmoid"),
                            "relaxations": tuple(RELAXATIONS)}
 
     def __post_init__(self) -> None:
