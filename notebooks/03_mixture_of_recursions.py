@@ -28,10 +28,12 @@
 # * Table 9: up-training the book's pretrained SmolLM2-135M with each sharing strategy and initialization;
 # * the decode-time question the paper leaves open: does the causal router reproduce the training top-k?
 #
-# The `cpu` profile keeps this chapter within 40 minutes on 2 cores; the `cpu-long` profile reads its runs back and
-# adds the studies that do not fit: the router ablations of Tables 4/10/11, the gate ablation (ours), Table 13's
-# relaxations and Table 9's up-training. The book's claims ledger takes each of their rows from the promoted
-# `cpu-long` run and names that profile.
+# The `cpu` profile keeps this chapter within 40 minutes on 2 cores: Table 3's isoFLOP grid, Fig. 3 at two budgets and
+# the analyses of the trained models. The `cpu-long` profile reads its runs back and adds the studies that do not fit:
+# every run at the ablation budget (the router designs of Tables 4/10/11 with Fig. 5b / 9, the sharing strategies of
+# Table 8, the KV sharing of Table 12), Fig. 3's middle budget, the gate ablation (ours), Table 13's relaxations,
+# Fig. 5a's compute-optimal grid and Table 9's up-training. The book's claims ledger takes each of their rows from
+# the promoted `cpu-long` run and names that profile.
 
 # %% tags=["parameters"]
 profile: str = "smoke"  # smoke | cpu | cpu-long | gpu (presets in rlib.mor.config.MoRConfig)
@@ -115,7 +117,8 @@ if cfg.fewshot_items:
 
 # %% [markdown]
 # The curves above show one schedule per model. Figure 3 instead trains each model anew at several budgets;
-# the sweep below retrains Vanilla, Recursive and MoR at fractions of the budget (first seed):
+# the sweep below retrains Vanilla, Recursive and MoR at fractions of the budget (first seed; the cpu profile at a
+# quarter, `cpu-long` also at half):
 
 # %%
 sweep = budget_sweep.run_sweep(cfg, config.BudgetSweepConfig.preset(profile), work)
@@ -144,13 +147,14 @@ if study.widths:
 # %% [markdown]
 # ## Router design (Tables 4, 10, 11)
 #
-# All at the ablation budget (equal tokens); the ablation rows are the `cpu-long` profile's, the cpu profile has the
-# two final designs. Expert-choice rows report the dead-token ratio (positions never
+# All at the ablation budget (equal tokens): the `cpu-long` profile's runs (the cpu profile has none of them).
+# Expert-choice rows report the dead-token ratio (positions never
 # selected at the last step) and the sampling accuracy (the causal decision sigmoid ≥ 0.5 agrees with the
 # top-k); token-choice rows report MaxVio and the entropy of the mean routing distribution.
 
 # %%
-run.table(tables.router_table(results), "routers");
+if cfg.router_rows:
+    run.table(tables.router_table(results), "routers");
 
 # %% [markdown]
 # ## The gate or the routing? (ours)
@@ -168,10 +172,14 @@ if cfg.gate_ablations:
 
 # %% [markdown]
 # ## Parameter sharing (Table 8) and KV sharing (Table 12)
+#
+# At the ablation budget: the `cpu-long` profile's runs.
 
 # %%
-run.table(tables.sharing_table(results), "sharing")
-run.table(tables.kv_table(results), "kv_sharing");
+if cfg.sharings:
+    run.table(tables.sharing_table(results), "sharing")
+if cfg.kv_share_rows or cfg.router_rows:  # recursion-wise caching rows at least
+    run.table(tables.kv_table(results), "kv_sharing");
 
 # %% [markdown]
 # ## Relaxing the sharing (Table 13)
@@ -201,8 +209,9 @@ run.figure(plots.plot_depth_scaling(depth, "Test NLL vs the recursion cap"), "de
 # %%
 vocab = cfg.text().vocabulary()
 windows = experiments.windows(cfg)["test"]
-outputs = tables.router_output_tables(cfg, work, windows)
-run.figure(plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
+if cfg.router_rows:  # the router designs' models at the ablation budget (cpu-long)
+    outputs = tables.router_output_tables(cfg, work, windows)
+    run.figure(plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
 
 # %% [markdown]
 # ## Does decoding reproduce the training top-k?

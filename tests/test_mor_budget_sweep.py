@@ -10,7 +10,8 @@ from rlib.mor.config import BudgetSweepConfig, MoRConfig
 
 
 def test_fractions_must_lie_below_the_main_budget():
-    assert BudgetSweepConfig.preset("cpu").fractions == (0.25, 0.5)
+    assert BudgetSweepConfig.preset("cpu").fractions == (0.25,)
+    assert BudgetSweepConfig.preset("cpu-long").fractions == (0.25, 0.5)  # cpu's run read back, the middle one added
     with pytest.raises(ConfigError, match=r"fractions \[1.0\] must lie in \(0, 1\)"):
         BudgetSweepConfig(fractions=(0.5, 1.0))
 

@@ -119,8 +119,9 @@ def test_claims_without_their_runs_say_not_measured():
 
 
 def test_cpu_long_extends_chapter_3_under_the_same_keys():
-    """cpu-long reads cpu's runs back (the same grid context, so the same keys) and adds the router and gate
-    ablations and Table 9's up-training, which the cpu profile leaves out to fit its 40 minutes."""
+    """cpu-long reads cpu's runs back (the same grid context, so the same keys) and adds every run at the ablation
+    budget, the router and gate ablations and Table 9's up-training, which the cpu profile leaves out to fit its 40
+    minutes."""
     from rlib.mor.config import GATE_ABLATIONS, BudgetSweepConfig, variants
 
     for cls in (MoRConfig, UptrainConfig, BudgetSweepConfig):
@@ -129,7 +130,12 @@ def test_cpu_long_extends_chapter_3_under_the_same_keys():
     short = {v.name for v in variants(cpu)}
     added = [v for v in variants(long) if v.name not in short]
     assert short < {v.name for v in variants(long)}
-    assert {v.tag for v in added} == {*GATE_ABLATIONS, *long.router_ablations, *long.relaxations}
+    assert {v.tag for v in added} == {"", *GATE_ABLATIONS, *long.router_ablations, *long.relaxations}
+    untagged = [v for v in added if not v.tag]  # Tables 8 and 12's grid and the two final router designs
+    assert len(untagged) == 10 and {v.budget for v in untagged} == {"ablation"}
+    assert len(variants(cpu)) == 13 and "ablation" not in {v.budget for v in variants(cpu)}  # Table 3's grid
+    with pytest.raises(ConfigError, match="router_rows=True"):
+        cpu.override(router_ablations=("ec_tanh",))
     assert not uptrain_runs(UptrainConfig.preset("cpu")) and len(uptrain_runs(UptrainConfig.preset("cpu-long"))) == 16
     # a field that changes how a run trains stays in the key
     assert cpu.grid_context() != cpu.override(lr=1e-3).grid_context()

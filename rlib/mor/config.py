@@ -17,9 +17,10 @@ token at every recursion, x <- x + g f(x): the Recursive baseline with MoR's gat
 `BudgetSweepConfig` adds Fig. 3's budget axis; `UptrainConfig` / `UptrainRun` the up-training of a pretrained
 checkpoint with each sharing strategy (Sec. 3.2, App. D.2, Table 9).
 
-The cpu profile keeps the chapter within issue 27's 40 minutes on 2 cores; its `cpu-long` preset extends it with the
-studies that do not fit (the router ablations of Tables 4/10/11, the gate ablation, Table 9's up-training). The fields
-that only add runs are `UNKEYED_FIELDS`: cpu-long's grid reads cpu's runs back under the same keys.
+The cpu profile keeps the chapter within issue 27's 40 minutes on 2 cores: Table 3's isoFLOP grid and Fig. 3 at two
+budgets. Its `cpu-long` preset extends it with the studies that do not fit (every run at the ablation budget: Tables 4,
+8, 10-12 and Fig. 5b / 9; Fig. 3's middle budget; the gate ablation; Tables 9 and 13; Fig. 5a). The fields that only
+add runs are `UNKEYED_FIELDS`: cpu-long's grid reads cpu's runs back under the same keys.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class MoRConfig(Preset):
     precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     head_dim: int = 64
     gate_ablations: tuple[str, ...] = ()  # GATE_ABLATIONS at the isoFLOP budget, every seed (ours)
+    router_rows: bool = True  # Tables 4/10/11's final designs (MoR-EC, MoR-TC at the ablation budget), Fig. 5b / 9
     relaxations: tuple[str, ...] = ()  # names in RELAXATIONS at the ablation budget (Table 13)
     relax_rank: int = 16  # Table 13's LoRA rank, scaled with width: the paper's 64 at d 960 is ~1/15 of d
     relax_len: int = 32  # Table 13's adaptation prompt, scaled with context: the paper's 256 with 2K is 1/8 of it
@@ -120,7 +122,7 @@ class MoRConfig(Preset):
     # fields that only choose which runs exist (each `MoRVariant` carries its spec, budget, seed and tag) or set up a
     # study over trained models: left out of the run cache's key (Preset.grid_context)
     UNKEYED_FIELDS = ("extra_recursions", "seeds", "router_ablations", "sharings", "kv_share_rows", "gate_ablations",
-                      "decode_windows", "relaxations", "relax_rank", "relax_len")
+                      "router_rows", "decode_windows", "relaxations", "relax_rank", "relax_len")
 
     PRESETS = {
         "smoke": dict(
@@ -130,14 +132,15 @@ class MoRConfig(Preset):
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
             decode_windows=1, precision="auto", head_dim=32, gate_ablations=("ec_replace", "rec_gated"),
             relaxations=("enc", "lora", "adapt_p"), relax_rank=4, relax_len=4, fewshot_items=4),
-        # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the router and gate
-        # ablations are cpu-long's (below)
+        # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the isoFLOP grid of
+        # Table 3 (13 runs). Every run at the ablation budget (Tables 4, 8, 10-12, Fig. 5b / 9) is cpu-long's (below):
+        # on the reference machine the 23-run grid took 57 min (2026-11-28), its 10 ablation runs 16.3 min of it
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=8192, d_model=256, n_heads=4,
             n_kv_heads=2, d_ffn=768, n_layers=14, seq_len=256, n_recursions=3, extra_recursions=(2,), budget=5e12,
             ablation_tokens=160_000, batch_size=16, micro_batch_size=16, lr=3e-3, warmup_frac=0.05, seeds=(0, 1),
-            router_ablations=(), sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True,
-            val_windows=32, eval_windows=64, evals_per_run=6, decode_windows=8, precision="auto", gate_ablations=(),
+            router_ablations=(), sharings=(), kv_share_rows=False, router_rows=False, val_windows=32,
+            eval_windows=64, evals_per_run=6, decode_windows=8, precision="auto", gate_ablations=(),
             fewshot_items=200),
         "gpu": dict(
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=0, d_model=512, n_heads=8, n_kv_heads=4,
@@ -148,10 +151,12 @@ class MoRConfig(Preset):
             eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS,
             relaxations=tuple(RELAXATIONS), relax_rank=32, relax_len=64, fewshot_items=200),
     }
-    # cpu-long: the cpu grid (read back from cpu's run folders) plus every router row a Table 4/10/11 claim reads
-    # (10), the gate ablation at every seed (6) and Table 13's relaxations (4): 20 runs, ~2 min each at the ablation
-    # budget on 2 cores (the gate rows at the isoFLOP budget take longer)
-    PRESETS["cpu-long"] = {**PRESETS["cpu"], "gate_ablations": GATE_ABLATIONS,
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus the ablation budget's grid (Tables 8 and 12's
+    # sharing and KV-sharing rows, the two final router designs: 10 runs), every router row a Table 4/10/11 claim
+    # reads (10), the gate ablation at every seed (6) and Table 13's relaxations (4): 30 runs, ~1.5-2 min each at
+    # the ablation budget on 2 cores (the gate rows at the isoFLOP budget take longer)
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "gate_ablations": GATE_ABLATIONS, "router_rows": True,
+                           "sharings": ("cycle", "sequence", "middle_cycle", "middle_sequence"), "kv_share_rows": True,
                            "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "ec_mlp", "ec_wide_mlp",
                                                 "ec_zloss", "tc_loss_free", "tc_mlp", "tc_no_z", "tc_sigmoid"),
                            "relaxations": tuple(RELAXATIONS)}
@@ -160,6 +165,9 @@ class MoRConfig(Preset):
         unknown = [a for a in self.router_ablations if a not in ROUTER_ABLATIONS]
         if unknown:
             raise ConfigError(f"router_ablations {unknown} unknown; choose from {list(ROUTER_ABLATIONS)}")
+        if self.router_ablations and not self.router_rows:
+            raise ConfigError(f"router_ablations {list(self.router_ablations)} need their reference rows: set "
+                              "router_rows=True (the final designs at the ablation budget)")
         object.__setattr__(self, "gate_ablations", tuple(self.gate_ablations))
         unknown = [a for a in self.gate_ablations if a not in GATE_ABLATIONS]
         if unknown:
@@ -244,13 +252,15 @@ def variants(cfg: MoRConfig) -> list[MoRVariant]:
     for extra in cfg.extra_recursions:
         runs += [MoRVariant(MoRSpec.recursive(extra), "flops", first),
                  MoRVariant(MoRSpec.expert(extra), "flops", first), MoRVariant(MoRSpec.expert(extra), "tokens", first)]
-    runs.append(MoRVariant(MoRSpec.expert(nr), "ablation", first))  # the reference row of the ablation tables
-    runs.append(MoRVariant(MoRSpec.token(nr), "ablation", first))
+    if cfg.router_rows:  # the reference rows of the ablation tables
+        runs.append(MoRVariant(MoRSpec.expert(nr), "ablation", first))
+        runs.append(MoRVariant(MoRSpec.token(nr), "ablation", first))
     for name in cfg.router_ablations:
         routing, changes = ROUTER_ABLATIONS[name]
         spec = (MoRSpec.expert if routing == "expert" else MoRSpec.token)(nr, **changes)
         runs.append(MoRVariant(spec, "ablation", first, tag=name))
-    runs.append(MoRVariant(None, "ablation", first))
+    if cfg.sharings:  # Table 8's vanilla reference
+        runs.append(MoRVariant(None, "ablation", first))
     for sharing in cfg.sharings:
         runs.append(MoRVariant(MoRSpec.recursive(nr, sharing=sharing), "ablation", first))
     if cfg.kv_share_rows:
@@ -272,8 +282,11 @@ def variants(cfg: MoRConfig) -> list[MoRVariant]:
 class BudgetSweepConfig(Preset):
     fractions: tuple[float, ...]  # budgets as fractions of MoRConfig.budget (1.0 is the main grid's)
 
-    PRESETS = {"smoke": dict(fractions=(0.5,)), "cpu": dict(fractions=(0.25, 0.5)), "gpu": dict(fractions=(0.1, 0.3))}
-    PRESETS["cpu-long"] = PRESETS["cpu"]  # the same runs, read back
+    # cpu: one smaller budget (Fig. 3 at two budgets, 1:4; 3 runs, 2.8 min on the reference machine); cpu-long adds the
+    # middle one (the 0.5 runs took 4.4 min), read beside cpu's runs
+    PRESETS = {"smoke": dict(fractions=(0.5,)), "cpu": dict(fractions=(0.25,)), "gpu": dict(fractions=(0.1, 0.3))}
+    PRESETS["cpu-long"] = dict(fractions=(0.25, 0.5))
+    UNKEYED_FIELDS = ("fractions",)  # they choose which runs exist; each run's key is its budget's MoRConfig
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fractions", tuple(self.fractions))
