@@ -28,7 +28,8 @@ rng = np.random.default_rng(0)
 
 
 FIXTURES = paths.ROOT / "tests" / "fixtures" / "figures"  # tables a profile no longer promotes (chapter 05's parsing
-# study moved to cpu-long: the 2026-11-24 cpu run's tables)
+# study moved to cpu-long: the 2026-11-24 cpu run's tables; chapter 03's ablation-budget and up-training tables: the
+# 2026-11-26 cpu run's)
 
 
 def csv(chapter: str, name: str) -> pd.DataFrame:

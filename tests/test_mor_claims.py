@@ -67,7 +67,7 @@ COMMITTED = {
 
 # the ablation-budget tables (routers, sharing, kv_sharing) and the up-training table of the cpu run of 2026-11-26 (at
 # 6358f93, on the reference machine), kept as the judges' inputs since those studies moved to cpu-long
-ABLATION_TABLES = Path(__file__).resolve().parent / "data" / "mor_ablation_tables"
+ABLATION_TABLES = Path(__file__).resolve().parent / "fixtures" / "figures" / "03_mixture_of_recursions"
 ABLATION_VERDICTS = {
     "mor.fig4b.middle_cycle_best": "not held",
     "mor.ours.middle_cycle_tied_best": "not held",
