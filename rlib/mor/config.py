@@ -147,7 +147,7 @@ class MoRConfig(Preset):
             d_ffn=1536, n_layers=14, seq_len=512, n_recursions=3, extra_recursions=(2, 4), budget=2e15,
             ablation_tokens=50_000_000, batch_size=64, micro_batch_size=32, lr=3e-3, warmup_frac=0.05,
             seeds=(0, 1, 2), router_ablations=tuple(ROUTER_ABLATIONS),
-            sharings=("cycle", "sequence", "middle_cycle", "middle_sequence"), kv_share_rows=True, val_windows=128,
+            sharings=looping.SHARINGS, kv_share_rows=True, val_windows=128,
             eval_windows=256, evals_per_run=10, decode_windows=32, precision="auto", gate_ablations=GATE_ABLATIONS,
             relaxations=tuple(RELAXATIONS), relax_rank=32, relax_len=64, fewshot_items=200),
     }
@@ -156,7 +156,7 @@ class MoRConfig(Preset):
     # reads (10), the gate ablation at every seed (6) and Table 13's relaxations (4): 30 runs, ~1.5-2 min each at
     # the ablation budget on 2 cores (the gate rows at the isoFLOP budget take longer)
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "gate_ablations": GATE_ABLATIONS, "router_rows": True,
-                           "sharings": ("cycle", "sequence", "middle_cycle", "middle_sequence"), "kv_share_rows": True,
+                           "sharings": looping.SHARINGS, "kv_share_rows": True,
                            "router_ablations": ("ec_aux_router", "ec_tanh", "ec_alpha1", "ec_mlp", "ec_wide_mlp",
                                                 "ec_zloss", "tc_loss_free", "tc_mlp", "tc_no_z", "tc_sigmoid"),
                            "relaxations": tuple(RELAXATIONS)}
