@@ -189,9 +189,7 @@ def test_report_and_promote(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "FIGURES", tmp_path / "figures")
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(paths, "BOOK_MANIFEST", TINY_BOOK)
-    from rlib.book import manifest, promote
-
-    monkeypatch.setattr(manifest.load, "__defaults__", (TINY_BOOK,))
+    from rlib.book import promote
     copied = promote.promote("smoke")
     assert "tiny/line.svg" in copied
     assert promote.promoted_dir("smoke") == tmp_path / "figures" / "smoke"  # only the cpu profile fills figures/

@@ -71,7 +71,9 @@ class Manifest:
         return dict(self.profile_params.get(profile, {}))
 
 
-def load(path: Path = paths.BOOK_MANIFEST) -> Manifest:
+def load(path: Path | None = None) -> Manifest:
+    """The book's manifest: `path`, else `paths.BOOK_MANIFEST` read at call time (`RLIB_BOOK` or book.toml)."""
+    path = paths.BOOK_MANIFEST if path is None else path
     data = tomllib.loads(path.read_text())
     chapters = []
     for raw in data.get("chapter", []):
