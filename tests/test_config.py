@@ -46,6 +46,21 @@ def test_bad_values_are_rejected_when_the_config_is_built():
         ModelsDataConfig.preset("smoke").override(task_suite="mmlu")
     with pytest.raises(ConfigError, match="task_limit=0"):
         ModelsDataConfig.preset("smoke").override(task_limit=0)
+    with pytest.raises(ConfigError, match="task_precision='fp16'"):
+        ModelsDataConfig.preset("smoke").override(task_precision="fp16")
+
+
+def test_the_task_suite_runs_in_the_precision_later_chapters_score_in(monkeypatch):
+    from rlib import precision
+    from rlib.basemodels.experiments import suite_dtype
+
+    cpu = ModelsDataConfig.preset("cpu")
+    assert cpu.task_precision == "auto"
+    for native, dtype in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(precision, "bf16_native", lambda native=native: native)
+        assert suite_dtype(cpu) == dtype
+    assert suite_dtype(cpu.override(task_precision="no")) == "float32"
+    assert suite_dtype(cpu.override(task_precision="bf16")) == "bfloat16"
 
 
 def test_unknown_profile_is_named():

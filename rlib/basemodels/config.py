@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from rlib.config import ConfigError, Preset
+from rlib.precision import PRECISIONS
 from rlib.tasks import SUITES
 
 __all__ = ["DTYPES", "PRETRAINING", "PROMPTS", "SAMPLES", "ModelsDataConfig"]
@@ -54,29 +55,33 @@ class ModelsDataConfig(Preset):
     latency_repeats: int
     task_suite: str  # "local" (rlib.tasks.TASKS) or "standard" (the paper's lm-eval tasks, local where unavailable)
     task_limit: int | None  # items per task; None = all (200 per local task)
+    task_precision: str  # the task suite's dtype: "auto" (bf16 where the CPU/GPU computes it natively, else fp32, as
+    # later chapters score their models: rlib.precision), "bf16" or "no" (fp32)
 
     PRESETS = {
         "smoke": dict(models=("smollm2-135m",), eval_corpora=("shakespeare", "humaneval"),
                       stats_corpora=("shakespeare", "humaneval"), dtypes=("float32", "bfloat16"), seq_len=128,
                       n_eval_windows=4, batch_size=4, prompts=PROMPTS[:2], max_new_tokens=8,
-                      latency_seq_len=128, latency_repeats=2, task_suite="local", task_limit=4),
+                      latency_seq_len=128, latency_repeats=2, task_suite="local", task_limit=4,
+                      task_precision="auto"),
         "cpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
-                    dtypes=("float32", "bfloat16"), seq_len=256, n_eval_windows=64, batch_size=8, prompts=PROMPTS,
-                    max_new_tokens=24, latency_seq_len=256, latency_repeats=10, task_suite="local", task_limit=100),
+                    dtypes=("float32", "bfloat16"), seq_len=256, n_eval_windows=32, batch_size=8, prompts=PROMPTS,
+                    max_new_tokens=24, latency_seq_len=256, latency_repeats=10, task_suite="local", task_limit=100,
+                    task_precision="auto"),
         "gpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     dtypes=("float32", "bfloat16"), seq_len=1024, n_eval_windows=256, batch_size=16,
                     prompts=PROMPTS, max_new_tokens=48, latency_seq_len=1024, latency_repeats=20, task_suite="standard",
-                    task_limit=None),
+                    task_limit=None, task_precision="auto"),
         "paper": dict(models=("hf:google/gemma-2-2b", "hf:TinyLlama/TinyLlama_v1.1", "hf:EleutherAI/pythia-1b"),
                       eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                       stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                       dtypes=("bfloat16",), seq_len=2048, n_eval_windows=512, batch_size=16, prompts=PROMPTS,
                       max_new_tokens=64, latency_seq_len=2048, latency_repeats=20, task_suite="standard",
-                      task_limit=None),
+                      task_limit=None, task_precision="auto"),
     }
 
     def __post_init__(self) -> None:
@@ -87,6 +92,9 @@ class ModelsDataConfig(Preset):
 
         if self.task_suite not in SUITES:
             raise ConfigError(f"task_suite={self.task_suite!r} unknown; choose from {list(SUITES)}")
+        if self.task_precision not in PRECISIONS:
+            raise ConfigError(f"task_precision={self.task_precision!r} unknown; choose from {list(PRECISIONS)} "
+                              "('auto': bf16 where the device computes it natively, else fp32)")
         if self.task_limit is not None and self.task_limit < 1:
             raise ConfigError(f"task_limit={self.task_limit} must be >= 1, or None for every item")
         if self.seq_len < 2 or self.n_eval_windows < 1:

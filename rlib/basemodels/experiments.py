@@ -10,9 +10,10 @@ import torch
 from rlib import assets, data
 from rlib import eval as rl_eval
 from rlib.basemodels.config import DTYPES, PRETRAINING, ModelsDataConfig
+from rlib.precision import resolve as resolve_precision
 from rlib.progress import progress
 
-__all__ = ["corpus_table", "device", "evaluate_models", "task_suite_table"]
+__all__ = ["corpus_table", "device", "evaluate_models", "suite_dtype", "task_suite_table"]
 
 
 def device() -> str:
@@ -52,16 +53,24 @@ def evaluate_models(cfg: ModelsDataConfig, seed: int = 0) -> dict[str, pd.DataFr
             "latency": pd.DataFrame(lat_rows)}
 
 
-def task_suite_table(cfg: ModelsDataConfig, dtype: str = "float32") -> tuple[pd.DataFrame, str]:
-    """Every base model on the profile's task suite through lm-eval, zero-shot.
+def suite_dtype(cfg: ModelsDataConfig) -> str:
+    """The task suite's dtype on this machine: "bfloat16" where `task_precision` resolves to bf16, else "float32"."""
+    return "bfloat16" if resolve_precision(cfg.task_precision) == "bf16" else "float32"
 
-    Returns (long table of `rlib.eval.suite_table` with the model's non-embedding parameter count and
+
+def task_suite_table(cfg: ModelsDataConfig) -> tuple[pd.DataFrame, str]:
+    """Every base model on the profile's task suite through lm-eval, zero-shot, in `suite_dtype(cfg)`.
+
+    The suite runs in the precision later chapters score their models in (chapter 01 scores bf16 copies where the
+    machine computes bf16 natively); `heldout_perplexity` measures what bf16 changes on these models.
+    Returns (long table of `rlib.eval.suite_table` with the dtype, the model's non-embedding parameter count and
     pretraining data added, a note naming the suite that ran and why).
     """
     from rlib import counting, tasks
     from rlib.model import convert
 
     names, note = tasks.resolve_suite(cfg.task_suite)
+    dtype = suite_dtype(cfg)
     rows = []
     for name in progress(cfg.models, desc="task suite"):
         model = convert.from_transformers(assets.load_model(name, dtype=DTYPES[dtype], device=device()))
@@ -69,10 +78,10 @@ def task_suite_table(cfg: ModelsDataConfig, dtype: str = "float32") -> tuple[pd.
                                     tokenizer=assets.load_tokenizer(name), dtype=dtype)
         counts = counting.count_parameters(model)
         data_name, tokens = PRETRAINING.get(name, ("see the model card", "?"))
-        rows.append(table.assign(non_embedding_params=counts["non_embedding"], pretraining_data=data_name,
+        rows.append(table.assign(dtype=dtype, non_embedding_params=counts["non_embedding"], pretraining_data=data_name,
                                  pretraining_tokens=tokens))
         del model
-    return pd.concat(rows, ignore_index=True), note
+    return pd.concat(rows, ignore_index=True), f"{note}; scored in {dtype} (task_precision={cfg.task_precision!r})"
 
 
 def _n_windows(corpus: str, model: str, cfg: ModelsDataConfig) -> int:
