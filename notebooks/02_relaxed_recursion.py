@@ -49,6 +49,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 from rlib import book, gpu_results, relax
 from rlib.config import runs_profile
+from rlib.recursive import config as recursive_config
 from rlib.recursive import experiments as recursive
 from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
 from rlib.serving import exits, rows, simulate
@@ -93,12 +94,17 @@ run.figure(plots.plot_step0(step0, f"Step 0: relaxed B={cfg.n_loops} models vs L
 #
 # Every model is uptrained for the same steps on the same batches as in chapter 1, with the rate chapter 1's
 # sweep chose. All parameters train, shared weights included (Sec. 2.3). The early-exit runs further down
-# post-train the main recursive and relaxed models on fresh batches.
+# post-train the main recursive and relaxed models on fresh batches. The plain recursive models (rank 0) are
+# chapter 1's: where chapter 1 trained one with this recipe and kept it, the run starts from its model (the
+# `runs` table's `trained_by` says so) and only the evaluation is this chapter's; anything that differs
+# (`experiments.recipe_differences`) trains it here, with the same result.
 
 # %%
 runs = config.variants(cfg)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-results = experiments.run_grid(cfg, work, source, teacher_dir)
+chapter01 = (recursive_config.RecursiveConfig.preset(profile).override(model=cfg.model),
+             recursive.work_dir(grids, cfg.model))
+results = experiments.run_grid(cfg, work, source, teacher_dir, chapter01=chapter01)
 run.table(tables.flat(results), "runs", show=False)
 table = run.table(tables.relax_table(results, cfg), "relaxation")
 run.figure(plots.plot_relaxation(table, f"after ppl[{cfg.train_corpus}]",

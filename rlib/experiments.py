@@ -43,7 +43,7 @@ from rlib.config import runs_profile
 from rlib.fsutil import atomic_path
 
 __all__ = ["RESULT_FILE", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
-           "training_curves", "work_dir"]
+           "run_key", "stored_result", "training_curves", "work_dir"]
 
 RESULT_FILE = "result.json"
 _TALLY = {"read": 0, "computed": 0, "read_compute_s": 0.0, "read_without_time": 0, "computed_s": 0.0}
@@ -78,6 +78,21 @@ def code_digest(*modules: str) -> str:
     """A hash of the source of the named modules (e.g. "rlib.train"): results go stale when the code changes."""
     sources = [inspect.getsource(importlib.import_module(name)) for name in sorted(modules)]
     return hashlib.sha256("\n".join(sources).encode()).hexdigest()[:16]
+
+
+def run_key(item: Any, context: tuple = (), modules: Sequence[str] = ()) -> str:
+    """The key `run_grid` gives `item` under `context` and the source of `modules` (see the module docstring)."""
+    return digest(item, *context, code_digest(*modules))
+
+
+def stored_result(folder: Path, key: str) -> dict[str, Any] | None:
+    """The result stored in `folder/result.json` if it was stored under `key` (current), else None; reads only (another
+    chapter asking whether a run it could share is done, without counting as this chapter's cache hit)."""
+    path = Path(folder) / RESULT_FILE
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    return stored["result"] if stored.get("key") == key else None
 
 
 def cached(folder: Path, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -142,11 +157,11 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"run names must be unique in a grid; repeated: {repeated}")
-    code = code_digest(*modules)
+    code = code_digest(*modules)  # once per grid: an edit during a long grid does not re-key its later runs
     results = []
     for item in progress(items, desc=desc, unit=unit):
         extra = context(item) if callable(context) else context
-        slot = RunSlot(Path(work) / item.name, digest(item, *extra, code))
+        slot = RunSlot(Path(work) / item.name, digest(item, *extra, code))  # = run_key(item, extra, modules)
         results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s)))
     return results
 

@@ -43,6 +43,21 @@ def test_the_code_digest_is_part_of_the_key(tmp_path):
     assert calls == ["a", "a"]
 
 
+def test_another_chapter_finds_a_current_result_by_the_grids_own_key(tmp_path):
+    """`run_key` is the key `run_grid` stores; `stored_result` returns a result only under that key and counts no
+    cache hit (chapter 02 asks whether chapter 01 already trained a run it would train the same way)."""
+    calls = []
+    (first,) = _grid([Item("a")], tmp_path, ("x",), calls)
+    key = experiments.run_key(Item("a"), ("x",), ("rlib.experiments",))
+    assert first["key"] == key
+    before = experiments.cache_tally()
+    assert experiments.stored_result(tmp_path / "a", key) == first
+    assert experiments.cache_tally() == before
+    assert experiments.stored_result(tmp_path / "a", experiments.run_key(Item("a"), ("y",), ("rlib.experiments",))) \
+        is None
+    assert experiments.stored_result(tmp_path / "missing", key) is None
+
+
 def test_repeated_run_names_are_refused_before_any_work(tmp_path):
     calls = []
     with pytest.raises(ValueError, match=r"repeated: \['a'\]"):

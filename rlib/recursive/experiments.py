@@ -28,7 +28,7 @@ from rlib.recursive.config import RecursiveConfig, Variant, source_config, varia
 from rlib.train import train
 
 __all__ = ["CHAPTER", "CODE_MODULES", "eval_windows", "evaluate_model", "load_source", "memory_table", "run_grid",
-           "source_result", "teacher_dir", "teacher_variant", "train_windows", "val_windows", "work_dir"]
+           "shared_run", "source_result", "teacher_dir", "teacher_variant", "train_windows", "val_windows", "work_dir"]
 
 CHAPTER = "01_recursive_conversion"
 
@@ -80,10 +80,23 @@ def val_windows(cfg: RecursiveConfig, corpus: str) -> torch.Tensor:
 
 def _keeps(variant: Variant, cfg: RecursiveConfig) -> bool:
     """Which uptrained models are saved: the full model (always, when it is the distillation teacher) and, with
-    `keep_models`, the main recursive model."""
+    `keep_models`, every recursive model at B = init_loops of the first seed (the main one, Stepwise, among them):
+    chapter 02's rank-0 runs start from these instead of training them again (`shared_run`)."""
     teacher = variant == teacher_variant(cfg)
-    main = Variant("recursive", cfg.init_loops, "stepwise", seed=cfg.seeds[0])
-    return (teacher and (cfg.kd_alpha > 0 or cfg.keep_models)) or (variant == main and cfg.keep_models)
+    shared = dataclasses.replace(variant, init="stepwise") == Variant("recursive", cfg.init_loops, seed=cfg.seeds[0])
+    return (teacher and (cfg.kd_alpha > 0 or cfg.keep_models)) or (shared and cfg.keep_models)
+
+
+def shared_run(cfg: RecursiveConfig, work: Path, variant: Variant) -> tuple[dict[str, Any], Path] | None:
+    """This chapter's finished run of `variant` under `cfg` in `work`, for another chapter to start from: (its result,
+    the folder of its saved model) when the result is current (stored under the key `run_grid` gives it now: the same
+    config, variant and library source) and the model was kept; else None (the other chapter trains it itself)."""
+    folder = Path(work) / variant.name
+    result = experiments.stored_result(folder, experiments.run_key(variant, (cfg.grid_context(),), CODE_MODULES))
+    model = folder / "model"
+    if result is None or not (model / convert.CONFIG_FILE).exists():
+        return None
+    return result, model
 
 
 def _table_f1_row(variant: Variant, cfg: RecursiveConfig) -> bool:

@@ -3,12 +3,14 @@ schedule, evaluate every loop; and the step-0 curve, which needs no training (Re
 the SVD-initialized relaxation interpolates between the recursive model and the source).
 
 Runs are cached like chapter 01's (`rlib.experiments.run_grid`). The windows, the evaluation and the distillation
-teacher come from chapter 01's public helpers.
+teacher come from chapter 01's public helpers, and a plain recursive run (rank 0) that chapter 01 already trained with
+the same recipe starts from chapter 01's kept model instead of training again (`recipe_differences`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +23,15 @@ from rlib.looping import Looping
 from rlib.model import Decoder, convert
 from rlib.progress import progress
 from rlib.recursive import experiments as ch01
+from rlib.recursive.config import RecursiveConfig, Variant
 from rlib.relax import Relaxation
 from rlib.relaxed import early_exit
 from rlib.relaxed.config import HALVINGS, RelaxedConfig, RelaxedVariant, variants
 from rlib.relaxed.early_exit import ExitLoss, ExitModel
 from rlib.train import train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "build", "evaluate", "run_grid", "step0_table"]
+__all__ = ["CHAPTER", "CODE_MODULES", "build", "chapter01_twin", "evaluate", "recipe_differences", "run_grid",
+           "step0_table"]
 
 CHAPTER = "02_relaxed_recursion"
 
@@ -69,8 +73,44 @@ def evaluate(model: Decoder, cfg: RelaxedConfig, windows: dict[str, torch.Tensor
     return out
 
 
+def chapter01_twin(variant: RelaxedVariant, ch01_cfg: RecursiveConfig) -> Variant | None:
+    """Chapter 01's run that trains `variant` the same way, if one can: a plain recursive uptraining (rank 0, no prefix,
+    no exit loss, no KD, the base number of steps) is chapter 01's recursive run of the same init and seed at its
+    B = init_loops."""
+    if variant != RelaxedVariant(init=variant.init, seed=variant.seed):
+        return None
+    return Variant("recursive", ch01_cfg.init_loops, variant.init, seed=variant.seed)
+
+
+def recipe_differences(cfg: RelaxedConfig, ch01_cfg: RecursiveConfig, variant: RelaxedVariant) -> list[str]:
+    """What differs between this chapter's training of `variant` and chapter 01's of its twin (`chapter01_twin`):
+    source, data, windows, loops and every optimizer setting but checkpointing (which does not change a run). Empty:
+    the two train the same model step for step, so this chapter may start from chapter 01's."""
+    twin = chapter01_twin(variant, ch01_cfg)
+    if twin is None:
+        return ["not a plain recursive uptraining"]
+    fields = {"model": (cfg.model, ch01_cfg.model), "train_corpus": (cfg.train_corpus, ch01_cfg.train_corpus),
+              "seq_len": (cfg.seq_len, ch01_cfg.seq_len), "val_windows": (cfg.val_windows, ch01_cfg.val_windows),
+              "n_loops": (cfg.n_loops, twin.n_loops)}
+    mine, other = dataclasses.asdict(cfg.train_config(variant)), dataclasses.asdict(ch01_cfg.train_config(twin))
+    fields |= {k: (mine[k], other.get(k)) for k in mine if k not in ("checkpoint_every", "checkpoint_final")}
+    return [f"{name}: {a!r} here, {b!r} in chapter 01" for name, (a, b) in fields.items() if a != b]
+
+
+def _shared(variant: RelaxedVariant, cfg: RelaxedConfig, chapter01: tuple[RecursiveConfig, Path] | None
+            ) -> tuple[dict[str, Any], Path, Variant] | None:
+    """Chapter 01's finished run this run may start from: (its result, its model folder, its variant), or None."""
+    if chapter01 is None or recipe_differences(cfg, chapter01[0], variant):
+        return None
+    ch01_cfg, ch01_work = chapter01
+    twin = chapter01_twin(variant, ch01_cfg)
+    found = ch01.shared_run(ch01_cfg, ch01_work, twin)
+    return None if found is None else (*found, twin)
+
+
 def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, work: Path, slot: experiments.RunSlot,
-                windows: dict[str, torch.Tensor], teacher_dir: Path | None) -> dict[str, Any]:
+                windows: dict[str, torch.Tensor], teacher_dir: Path | None,
+                chapter01: tuple[RecursiveConfig, Path] | None = None) -> dict[str, Any]:
     if variant.parent is not None:
         how = f"{variant.name} post-trains {variant.parent.name}, whose model is not saved yet"
         model = experiments.load_model(work, variant.parent.name, how)
@@ -78,6 +118,9 @@ def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, wo
         model = build(variant, cfg, source)
     # a post-training run starts from its parent, whose "after" is this run's "before"
     before = {} if variant.parent else evaluate(model, cfg, {cfg.train_corpus: windows[cfg.train_corpus]})
+    shared = _shared(variant, cfg, chapter01)
+    if shared is not None:
+        return _from_chapter01(variant, cfg, slot, windows, before, *shared)
     teacher = None
     if variant.kd:
         if teacher_dir is None or not (teacher_dir / convert.CONFIG_FILE).exists():
@@ -104,19 +147,44 @@ def run_variant(variant: RelaxedVariant, cfg: RelaxedConfig, source: Decoder, wo
                       "tokens_per_s": result.tokens / result.seconds}}
 
 
+def _from_chapter01(variant: RelaxedVariant, cfg: RelaxedConfig, slot: experiments.RunSlot,
+                    windows: dict[str, torch.Tensor], before: dict[str, float], twin_result: dict[str, Any],
+                    model_dir: Path, twin: Variant) -> dict[str, Any]:
+    """`variant`'s result from chapter 01's model of the same training (`recipe_differences` empty): its loss curve and
+    training time are chapter 01's, the evaluation this chapter's own windows."""
+    model = convert.load(model_dir)
+    train_dir = slot.train_dir
+    train_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(model_dir.parent / twin_result["train_dir"] / "metrics.csv", train_dir / "metrics.csv")
+    after = evaluate(model, cfg, windows)
+    if any(v.parent == variant for v in variants(cfg)) or _keeps(variant, cfg):
+        convert.save(model, slot.folder / "model", tokenizer=cfg.tokenizer)
+    counts = counting.count_parameters(model)
+    train = {k: twin_result["train"][k] for k in ("tokens", "seconds", "tokens_per_s")}
+    return {"name": variant.name, "train_dir": train_dir.name, "variant": dataclasses.asdict(variant),
+            "params": counts, "before": before, "after": after, "train": train,
+            "trained_by": f"chapter 01's {twin.name} (the same recipe; rlib.recursive.experiments.shared_run)"}
+
+
 def _keeps(variant: RelaxedVariant, cfg: RelaxedConfig) -> bool:
     """The exit-trained main models are kept for the throughput section."""
     return variant.phase == "post" and variant.exit == "aggressive_kd"
 
 
 def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path | None,
-             runs: list[RelaxedVariant] | None = None) -> list[dict[str, Any]]:
+             runs: list[RelaxedVariant] | None = None,
+             chapter01: tuple[RecursiveConfig, Path] | None = None) -> list[dict[str, Any]]:
     """Run (or load) `runs` (default: every variant in `variants(cfg)` order); `teacher_dir` is chapter 01's
-    uptrained full model (`rlib.recursive.experiments.teacher_dir(profile)`), needed by the distillation run."""
+    uptrained full model (`rlib.recursive.experiments.teacher_dir(profile)`), needed by the distillation run.
+
+    `chapter01` = (chapter 01's config, its work folder): a plain recursive run that chapter 01 trained the same way
+    (`recipe_differences` empty) and kept starts from chapter 01's model instead of training again; its result is
+    the same (training is deterministic: tests/test_relaxed_sharing.py), so the run's key does not depend on it."""
     cfg.check_model(source.config.n_layers)
     windows = ch01.eval_windows(cfg)
     return experiments.run_grid(variants(cfg) if runs is None else runs, work,
-                                lambda v, slot: run_variant(v, cfg, source, Path(work), slot, windows, teacher_dir),
+                                lambda v, slot: run_variant(v, cfg, source, Path(work), slot, windows, teacher_dir,
+                                                            chapter01),
                                 context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants")
 
 

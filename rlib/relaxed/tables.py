@@ -25,7 +25,8 @@ def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for r in results:
         row = {"name": r["name"], **r["variant"], "unique_params": r["params"]["unique"],
-               "non_embedding_params": r["params"]["non_embedding"], "tokens_per_s": r["train"]["tokens_per_s"]}
+               "non_embedding_params": r["params"]["non_embedding"], "tokens_per_s": r["train"]["tokens_per_s"],
+               "trained_by": r.get("trained_by", "this chapter")}
         row.update({f"before {k}": v for k, v in r["before"].items()})
         row.update({f"after {k}": v for k, v in r["after"].items()})
         rows.append(row)
