@@ -49,8 +49,8 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 from rlib import book, gpu_results, relax
 from rlib.config import runs_profile
-from rlib.recursive import config as recursive_config
 from rlib.recursive import experiments as recursive
+from rlib.recursive.config import RecursiveConfig
 from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
 from rlib.serving import exits, rows, simulate
 
@@ -102,7 +102,7 @@ run.figure(plots.plot_step0(step0, f"Step 0: relaxed B={cfg.n_loops} models vs L
 # %%
 runs = config.variants(cfg)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-chapter01 = (recursive_config.RecursiveConfig.preset(profile).override(model=cfg.model),
+chapter01 = (RecursiveConfig.preset(profile).override(model=cfg.model),
              recursive.work_dir(grids, cfg.model))
 results = experiments.run_grid(cfg, work, source, teacher_dir, chapter01=chapter01)
 run.table(tables.flat(results), "runs", show=False)

@@ -49,6 +49,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 from rlib import book, gpu_results
 from rlib import experiments as grid
+from rlib.config import runs_profile
 from rlib.mor import (
     analysis,
     budget_sweep,
@@ -63,6 +64,8 @@ from rlib.mor import (
 )
 from rlib.mor.model import MoRDecoder
 from rlib.mor.serving import MoRProgram
+from rlib.recursive.config import RecursiveConfig
+from rlib.recursive.experiments import work_dir as recursive_work_dir
 
 cfg = config.MoRConfig.preset(profile).override(budget=budget)
 run = book.start("03_mixture_of_recursions", profile, out_dir, seed, cfg)
@@ -268,12 +271,15 @@ run.figure(plots.plot_throughput(speed, "Quality vs measured decode throughput")
 # (Cycle and Sequence: 15 shared layers; Middle-*: 1 + 14 + 1), and every model gets the same short up-training.
 # The "loop 1" rows run the same unique layers once, without recursion; the full 30-layer model up-trained
 # the same way is the reference. NLL is on the poetry test split, before and after up-training. Sixteen runs of a
-# 135M model take about half an hour on 2 cores: the `cpu-long` profile's.
+# 135M model take about half an hour on 2 cores: the `cpu-long` profile's. The up-training recipe is chapter 1's, so
+# the full model and the Cycle-shared Step and Avg models are chapter 1's runs: where chapter 1 has trained and kept
+# them, they start from its models (`trained_by`), and only the scoring is this chapter's.
 
 # %%
 up_cfg = config.UptrainConfig.preset(profile)
 if config.uptrain_runs(up_cfg):
-    up_results = uptrain.run_grid(up_cfg, work / "uptrain")
+    chapter01 = (RecursiveConfig.preset(profile), recursive_work_dir(runs_profile(profile)))
+    up_results = uptrain.run_grid(up_cfg, work / "uptrain", chapter01=chapter01)
     up_table = run.table(tables.uptrain_table(up_results), "uptraining")
     run.figure(plots.plot_uptraining(up_table, f"{up_cfg.model} up-trained with each sharing "
                                          f"({up_table['tokens'].iloc[0]:,} tokens per run)"), "uptraining");

@@ -11,6 +11,7 @@ import torch
 
 from rlib.config import ConfigError
 from rlib.mor import MoRSpec, build
+from rlib.mor.ablations import ROUTER_ABLATIONS
 from rlib.mor.model import MoRLoss, mor_plan
 from tests.test_looping import VOCAB, tiny_config
 
@@ -37,7 +38,7 @@ SPECS = {
     "token-share": MoRSpec.token(3, kv="share"),
     "expert-auxrouter": MoRSpec.expert(3, aux="router"),
     "expert-widemlp": MoRSpec.expert(3, router_arch="wide_mlp"),  # Table 10's W-MLP row (ec_wide_mlp)
-    "token-sigmoid": MoRSpec.token(3, router_func="sigmoid"),  # Table 11's sigmoid router (tc_sigmoid)
+    "token-sigmoid": MoRSpec.token(3, **ROUTER_ABLATIONS["tc_sigmoid"][1]),  # Table 11's loss-free sigmoid router
     "recursive-cache": MoRSpec.recursive(3),
     "recursive-share": MoRSpec.recursive(3, kv="share"),
 }

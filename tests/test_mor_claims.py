@@ -259,6 +259,24 @@ def test_single_thresholds_flip(with_ablations):
         assert {before, after} == {"held", "not held"}, (claim, before, after)
 
 
+def test_router_and_kv_claims_judge_what_the_paper_states(with_ablations):
+    """Sec. 4.2's aux-loss claim is about inference-time behaviour (sampling accuracy), not NLL; Table 10's alpha 1.0
+    claim is the collapse of routing (NLL moves both ways there); Sec. 4.3's 'robust' KV sharing of the Recursive
+    model bounds a degradation, and an improvement is robust too."""
+    tabs = with_ablations
+    routers = tabs["routers"]
+    final = routers[(routers["routing"] == "expert") & (routers["row"] == "final design")]
+    worse_nll = with_value(tabs, "routers", {"routing": "expert", "row": "final design"}, "nll",
+                           float(final["nll"].iloc[0]) + 1.0)
+    assert verdict(worse_nll, "mor.tab4.aux_loss_beats_aux_router") == "held"
+    collapsed = with_value(tabs, "routers", {"row": "ec_alpha1"}, "dead_ratio", 1 - 1 / CPU.n_recursions)
+    assert verdict(tabs, "mor.tab10.alpha1_collapse") == "not held"
+    assert verdict(collapsed, "mor.tab10.alpha1_collapse") == "held"
+    improves = with_value(tabs, "kv_sharing", {"routing": "none"}, "share - cache", -0.03)
+    assert verdict(improves, "mor.tab12.kv_share_recursive_slight") == "held"
+    assert "sharing improves" in judged(improves).loc["mor.tab12.kv_share_recursive_slight", "measured"]
+
+
 def test_throughput_and_test_time_scaling_flip(committed):
     speed = committed["throughput"]
     faster = speed.assign(speedup_lo=lambda d: d["speedup_lo"] + 0.5, speedup_hi=lambda d: d["speedup_hi"] + 0.5)

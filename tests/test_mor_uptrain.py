@@ -139,3 +139,54 @@ def test_cpu_long_extends_chapter_3_under_the_same_keys():
     assert not uptrain_runs(UptrainConfig.preset("cpu")) and len(uptrain_runs(UptrainConfig.preset("cpu-long"))) == 16
     # a field that changes how a run trains stays in the key
     assert cpu.grid_context() != cpu.override(lr=1e-3).grid_context()
+
+
+def test_table_9s_full_and_cycle_runs_are_chapter_01s():
+    """cpu-long's up-training recipe is chapter 01's: its full model and the Cycle-shared Step and Avg models have a
+    chapter 01 twin with no recipe difference, which chapter 01 keeps; the other runs have none."""
+    from rlib.mor import uptrain
+    from rlib.recursive.config import RecursiveConfig
+    from rlib.recursive.experiments import _keeps, variants
+
+    up, ch01 = UptrainConfig.preset("cpu-long"), RecursiveConfig.preset("cpu-long")
+    shared = [r.name for r in uptrain_runs(up) if not uptrain.recipe_differences(r, up, ch01)]
+    assert shared == ["full", "recursive-cycle-stepwise", "recursive-cycle-average"]
+    for run in uptrain_runs(up):
+        twin = uptrain.chapter01_twin(run, up, ch01)
+        if run.name in shared:
+            assert twin in variants(ch01) and _keeps(twin, ch01)
+    assert uptrain.recipe_differences(uptrain_runs(up)[0], up, ch01.override(lr=3e-3)) == [
+        "lr: 0.001 here, 0.003 in chapter 01"]
+
+
+def test_a_run_started_from_chapter_01_equals_one_trained_here(tmp_path, needs_assets):
+    """The equivalence behind the sharing: the same before/after NLL and loss curve, to the last digit."""
+    import pandas as pd
+
+    from rlib.mor import uptrain
+    from rlib.recursive import experiments as ch01
+    from rlib.recursive.config import RecursiveConfig
+
+    up = UptrainConfig.preset("smoke").override(sharings=("cycle",), reduced=(), full=False)
+    rec = RecursiveConfig.preset("smoke").override(seq_len=up.seq_len, steps=up.steps, eval_every=up.eval_every,
+                                                   keep_models=True, tasks=())
+    needs_assets(up.model, up.corpus)
+    (run,) = uptrain_runs(up)
+    assert uptrain.recipe_differences(run, up, rec) == []
+    source = uptrain.load_source(up)
+    twin = uptrain.chapter01_twin(run, up, rec)
+    ch01.run_grid(rec, tmp_path / "01", ch01.load_source(rec), only=[twin.name])
+    (shared,) = uptrain.run_grid(up, tmp_path / "a", source, chapter01=(rec, tmp_path / "01"))
+    (own,) = uptrain.run_grid(up, tmp_path / "b", source)
+    assert shared["trained_by"].startswith(f"chapter 01's {twin.name}") and "trained_by" not in own
+    assert shared["before"] == own["before"] and shared["after"] == own["after"]
+    assert shared["train"]["tokens"] == own["train"]["tokens"]
+    curves = [pd.read_csv(tmp_path / w / run.name / f"train-{r}" / "metrics.csv")
+              for w, r in (("a", _key(tmp_path / "a" / run.name)), ("b", _key(tmp_path / "b" / run.name)))]
+    pd.testing.assert_frame_equal(curves[0][["step", "loss", "val_loss"]], curves[1][["step", "loss", "val_loss"]])
+
+
+def _key(folder) -> str:
+    import json
+
+    return json.loads((folder / "result.json").read_text())["key"]

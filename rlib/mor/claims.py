@@ -131,7 +131,8 @@ SPECS: tuple[ClaimSpec, ...] = (
           "sharing.csv: nll(sequence) is the largest; nll(middle_sequence) < nll(sequence); min(sequence, "
           "middle_sequence) > max(cycle, middle_cycle).", "sharing.csv"),
     _spec("mor.fig4b.reference_vanillas", "Sec. 4.1, Fig. 4b caption (dashed lines), Fig. 6 caption, Table 8",
-          "The full-size vanilla is below every Recursive Nr=3 strategy at 360M (2.8471 vs >= 2.8760), while the "
+          "At Nr=3 (at Nr=2 Cycle at 135M and Middle-Cycle at 360M beat it), the full-size vanilla is below every "
+          "Recursive strategy at 360M (2.8471 vs >= 2.8760), while the "
           "parameter-matched vanilla (10 layers, 98M: 2.9449) lies above Middle-Cycle (2.8760) and Cycle (2.9363).",
           "sharing.csv: nll(Vanilla) < every strategy, and (new run) a vanilla with the Recursive model's unique depth "
           "at the ablation budget above nll(middle_cycle).", "sharing.csv"),
@@ -147,13 +148,16 @@ SPECS: tuple[ClaimSpec, ...] = (
           "Sec. 4.3 ('KV sharing robustly works even in parameter-shared architectures'), App. G.2, Table 12",
           "The Recursive Transformer 'remains relatively robust to KV sharing': Middle-Cycle Nr=3 2.8760 -> 2.8854, "
           "Nr=2 2.8295 -> 2.8451, 'a slight perplexity drop'.",
-          "kv_sharing.csv row 'none': 0 <= share - cache <= +0.0156 (the paper's largest Middle-Cycle degradation, "
-          "Nr=2).", "kv_sharing.csv"),
+          "kv_sharing.csv row 'none': share - cache <= +0.0156 (the paper's largest Middle-Cycle degradation, "
+          "Nr=2); no lower bound: in Table 12 sharing improves Cycle Nr=3 (2.9363 -> 2.9155) and both Sequence rows, "
+          "which the paper also counts as robust.", "kv_sharing.csv"),
     # ---- Sec. 4.2, Tables 4 / 10 / 11: routers
     _spec("mor.tab4.aux_loss_beats_aux_router", "Sec. 4.2, Table 4 (left), App. F.3, Table 10, App. H.2 Fig. 9b",
           "'Using an auxiliary loss is more effective for inference-time behavior than training a separate auxiliary "
           "router': (sigma, alpha 0.1, MLP) aux router NLL 2.8893, sampling accuracy 89.2% vs aux loss 2.8816, 99.1%.",
-          "routers.csv: 'final design' (expert, aux loss) vs 'ec_aux_router': sampling_acc higher and nll lower.",
+          "routers.csv: 'final design' (expert, aux loss) vs 'ec_aux_router': sampling_acc higher (the paper's claim "
+          "is about inference-time behaviour; NLL is reported beside it, not judged: Table 4's tanh pair has the aux "
+          "router lower).",
           "routers.csv"),
     _spec("mor.fig5b_tab10.ec_aux_loss_separation",
           "Sec. 5.2, Fig. 5b; Sec. 4.2, Table 4 (left); App. F.2-F.3, Table 10; App. H.2, Fig. 9a",
@@ -161,17 +165,21 @@ SPECS: tuple[ClaimSpec, ...] = (
           "sigma, alpha 0.1, coefficient 0.001) has sampling accuracy 99.2% and dead-token ratio 0.1% (MLP 99.1 / 0.0, "
           "W-MLP 99.2 / 0.4).",
           "routers.csv 'final design' (expert): sampling_acc >= 0.991 and dead_ratio <= 0.004 (the paper's weakest "
-          "sigma / aux-loss-0.001 rows).", "routers.csv"),
+          "sigma / aux-loss-0.001 rows; the paper counts dead positions over 500 sequences of 2K tokens, the book "
+          "over its fewer, shorter evaluation windows, where a position goes unselected by chance more often: the "
+          "bound is stricter here).", "routers.csv"),
     _spec("mor.tab4.sigmoid_beats_tanh",
           "Sec. 4.2 ('a sigmoid normalization function ... yield the best performance'), Table 4 (left), Table 10",
           "Aux loss 0.001, alpha 0.1, MLP: sigma NLL 2.8816, sampling accuracy 99.1 vs tanh 2.9933, 56.4.",
           "routers.csv: nll('final design', sigmoid) < nll('ec_tanh') and sampling_acc higher (direction; paper Delta "
           "0.1117).", "routers.csv"),
-    _spec("mor.tab10.alpha1_collapse", "App. F.1 (scaling factor alpha), App. F.3, Table 10",
-          "With sigma, alpha 1.0 collapses routing to fixed positions and hurts NLL (aux loss 0.01, MLP: dead 65.9%, "
-          "sampling 100.0, NLL 2.9189 vs alpha 0.1: 0.0, 99.6, 2.8967); the final design uses alpha 0.1.",
+    _spec("mor.tab10.alpha1_collapse", "Table 10 (read from its rows; App. F.1 defines alpha, App. F.3 the dead "
+          "ratio's meaning)",
+          "With sigma, alpha 1.0 collapses routing to fixed positions in both of Table 10's alpha-1.0 rows (aux loss "
+          "0.01, MLP: dead 65.9%; aux router, MLP: 66.7%), which App. F.3 reads as a positional bias; NLL moves both "
+          "ways (aux loss 2.8967 -> 2.9189, aux router 2.8893 -> 2.8867); the final design uses alpha 0.1.",
           "routers.csv 'ec_alpha1' vs 'final design': |dead_ratio - (1 - 1/Nr)| <= 0.05 (threshold ours around the "
-          "paper's 65.9 / 66.7%) and nll above the alpha 0.1 row.", "routers.csv"),
+          "paper's 65.9 / 66.7%); NLL reported beside it, not judged.", "routers.csv"),
     _spec("mor.tab4.ec_router_arch_and_zloss", "Sec. 4.2, Table 4 (left), App. F.1, Table 10",
           "'A simple linear router architecture yield[s] the best performance' (Linear 2.8667 vs MLP 2.8816 vs W-MLP "
           "2.8716), and the z-loss 'has a negligible impact on accuracy, though it does slightly reduce the proportion "
@@ -189,9 +197,13 @@ SPECS: tuple[ClaimSpec, ...] = (
     _spec("mor.tab11.tc_design_rows", "Sec. 4.2, Table 4 (right), App. F.3, Table 11",
           "'Softmax activation with an MLP router performs best, and removing z-loss ... results in higher performance "
           "and routing stability': Linear with z-loss 2.9974 / MaxVio 0.492 vs without 2.9358 / 0.266; MLP 3.0239 / "
-          "0.200; loss-free sigma 3.1144 vs softmax 2.9078.",
-          "routers.csv rows tc_mlp, tc_no_z, tc_sigmoid: nll(softmax) < nll(sigmoid); nll and maxvio without z-loss "
-          "below those with it; MLP vs Linear reported on NLL and MaxVio.", "routers.csv"),
+          "0.200; with loss-free balancing (the only setting Table 11 runs sigmoid in) softmax 2.9081 vs sigmoid "
+          "(alpha 0.1) 2.9165 at u 0.001. The z-loss coefficient of the 'with' row is not stated: z-loss is 'enabled "
+          "by default' following 'common MoE practices' (ST-MoE's 1e-3), and the final design adds it back with 'a "
+          "very small coefficient' (the caption says 1e-3, the released config 1e-5).",
+          "routers.csv: nll(tc_loss_free, softmax) < nll(tc_sigmoid, sigmoid alpha 0.1, the same loss-free u); "
+          "tc_no_z's nll and maxvio below the final design's (z-loss 1e-3, read as the default 'with' row); MLP vs "
+          "Linear reported on NLL and MaxVio.", "routers.csv"),
     _spec("mor.apph.tc_load_imbalance", "Sec. 4.2, App. F.3, App. H.2, Fig. 9c-d",
           "Token-choice 'often struggles to balance loads among its heterogeneous experts, even for nearly half of the "
           "training steps' (final design MaxVio 0.266 vs 0.007 for a random router).",
@@ -211,7 +223,9 @@ SPECS: tuple[ClaimSpec, ...] = (
           "compute_optimal.csv (Vanilla, Recursive and MoR EC at >= 3 widths x >= 2 budgets, N = the vanilla "
           "model's non-embedding size at that width): per model and budget a quadratic in ln N, its minimum N*(C); "
           "ln N* = a ln C + b per model; held if every N* lies within the sampled widths and a(MoR) > a(Vanilla) "
-          "and a(MoR) > a(Recursive) (the bracketing condition ours: a star outside the widths is extrapolated). "
+          "and a(MoR) > a(Recursive) ('flatter' read as the paper explains it: N* grows faster with C, the path "
+          "flatter with size on the x-axis; the bracketing condition ours: a star outside the widths is "
+          "extrapolated). "
           "Beside it: how often the ordering survives refits under the seed s.d. of main.csv.",
           "compute_optimal.csv"),
     _spec("mor.fig1_tab14.depth_follows_semantics", "Sec. 5.2, Fig. 1 (right), App. H.1, Table 14",
@@ -270,7 +284,10 @@ SPECS: tuple[ClaimSpec, ...] = (
     # ---- missing analogs
     _spec("mor.tab13.relaxation", "App. G.2 ('Relaxation for key-value sharing constraints'), Table 13",
           "Relaxing a Recursive Middle-Cycle Nr=3 model brings no substantial gain from scratch: baseline 2.8854; Enc "
-          "2.8604; LoRA r64 2.8599; DoRA 2.8945; Adapt-P 2.8626; with KV sharing Adapt-P 2.9030.",
+          "2.8604; LoRA r64 2.8599; DoRA 2.8945; Adapt-P 2.8626; with KV sharing Adapt-P 2.9030 ('did not reveal "
+          "substantial differences'). The table's baseline 2.8854 is also its KV-sharing baseline and Table 12's "
+          "Middle-Cycle Nr=3 *with* KV sharing; without sharing Tables 8 and 12 give 2.8760, against which the "
+          "largest gain would be LoRA's 0.0161. The book keeps the paper's own table: 0.0255.",
           "relaxation.csv (new runs at the ablation budget; LoRA rank, prompt length scaled with width, context): "
           "no relaxation lowers NLL by more than 0.0255 (the paper's largest, LoRA, called not substantial) and KV "
           "share + Adapt-P is not better than the KV-share baseline. DoRA has no adapter in the book.",
@@ -761,8 +778,9 @@ def _kv_share_ec_tc(tables, cfg) -> Verdict:
 def _kv_share_recursive(tables, cfg) -> Verdict:
     rec = _kv_diff(tables, "none")
     d = float(rec["share - cache"])
-    held = 0 <= d <= 0.0156
-    measured = f"share - cache {d:+.4f} ({rec['cache']:.4f} -> {rec['share']:.4f}), 1 seed"
+    held = d <= 0.0156
+    measured = (f"share - cache {d:+.4f} ({rec['cache']:.4f} -> {rec['share']:.4f}: sharing "
+                f"{'improves' if d < 0 else 'degrades'}), 1 seed")
     if held:
         return Verdict(True, measured)
     noise = _optional(lambda: f"the single-seed difference is {abs(d) / _seed_std(tables, _labels(cfg)['rec']):.1f}x "
@@ -777,7 +795,7 @@ def _kv_share_recursive(tables, cfg) -> Verdict:
 @_judges("mor.tab4.aux_loss_beats_aux_router")
 def _aux_loss(tables, cfg) -> Verdict:
     loss, router = _router(tables, "expert", "final design"), _router(tables, "expert", "ec_aux_router")
-    held = bool(loss["sampling_acc"] > router["sampling_acc"] and loss["nll"] < router["nll"])
+    held = bool(loss["sampling_acc"] > router["sampling_acc"])
     measured = (f"aux loss: sampling {loss['sampling_acc']:.3f}, nll {loss['nll']:.4f}, dead {loss['dead_ratio']:.3f}; "
                 f"aux router: {router['sampling_acc']:.3f}, {router['nll']:.4f}, dead {router['dead_ratio']:.3f}")
     return Verdict(held, measured, None if held else _router_budget(tables, cfg))
@@ -820,7 +838,7 @@ def _sigmoid_tanh(tables, cfg) -> Verdict:
 def _alpha1(tables, cfg) -> Verdict:
     one, final = _router(tables, "expert", "ec_alpha1"), _router(tables, "expert", "final design")
     collapse = 1 - 1 / cfg.n_recursions
-    held = bool(abs(one["dead_ratio"] - collapse) <= 0.05 and one["nll"] > final["nll"])
+    held = bool(abs(one["dead_ratio"] - collapse) <= 0.05)
     measured = (f"alpha 1.0: dead {one['dead_ratio']:.3f}, sampling {one['sampling_acc']:.3f}, nll {one['nll']:.4f} vs "
                 f"alpha 0.1: dead {final['dead_ratio']:.3f}, {final['sampling_acc']:.3f}, {final['nll']:.4f} (NLL "
                 f"{one['nll'] - final['nll']:+.4f}); collapse would be dead ~{collapse:.3f}")
@@ -855,9 +873,9 @@ def _ec_arch_zloss(tables, cfg) -> Verdict:
 
 @_judges("mor.tab11.tc_design_rows")
 def _tc_design(tables, cfg) -> Verdict:
-    r = _rows(tables, "token", ("final design", "tc_mlp", "tc_no_z", "tc_sigmoid"))
+    r = _rows(tables, "token", ("final design", "tc_mlp", "tc_no_z", "tc_loss_free", "tc_sigmoid"))
     final, no_z = r["final design"], r["tc_no_z"]
-    held = bool(final["nll"] < r["tc_sigmoid"]["nll"] and no_z["nll"] < final["nll"]
+    held = bool(r["tc_loss_free"]["nll"] < r["tc_sigmoid"]["nll"] and no_z["nll"] < final["nll"]
                 and no_z["maxvio"] < final["maxvio"])
     measured = "; ".join(f"{n}: nll {v['nll']:.4f}, MaxVio {v['maxvio']:.3f}" for n, v in r.items())
     return Verdict(held, measured, None if held else _router_budget(tables, cfg))
@@ -1185,14 +1203,13 @@ def _relaxation(tables, cfg) -> Verdict:
     gains = {row.relax: -row.delta for row in cache.itertuples()}
     parts = [f"{relax} {-gain:+.4f}" for relax, gain in gains.items()]
     failing = {relax: gain for relax, gain in gains.items() if gain > PAPER_LARGEST_RELAX_GAIN}
-    if not share.empty:
-        delta = float(share["delta"].iloc[0])
-        parts.append(f"KV share + adapt_prompt {delta:+.4f} vs the KV-share baseline")
-        if delta < 0:
-            failing["KV share + adapt_prompt"] = -delta
-    measured = "nll - plain Recursive: " + "; ".join(parts) + f"; paper's largest gain {PAPER_LARGEST_RELAX_GAIN}"
     if share.empty:
-        measured += "; needs: the KV-share + Adapt-P row"
+        raise Missing("needs: relaxation.csv's KV-share + Adapt-P row beside the recursion-wise caching rows")
+    delta = float(share["delta"].iloc[0])
+    parts.append(f"KV share + adapt_prompt {delta:+.4f} vs the KV-share baseline")
+    if -delta > PAPER_LARGEST_RELAX_GAIN:  # the paper's hoped-for benefit of prefixes under KV sharing, substantial
+        failing["KV share + adapt_prompt"] = -delta
+    measured = "nll - plain Recursive: " + "; ".join(parts) + f"; paper's largest gain {PAPER_LARGEST_RELAX_GAIN}"
     if not failing:
         return Verdict(True, measured)
     worst = max(failing, key=failing.get)

@@ -10,9 +10,8 @@ three budgets:
     "tokens"    as many tokens as vanilla gets at that budget (Table 3's fixed-token rows)
     "ablation"  `cfg.ablation_tokens` tokens, the same for every model (Tables 4/8/10/11/12 train on 10B tokens)
 
-Gate ablations (ours, issue 24 item 3) separate MoR's gate from its routing at the isoFLOP budget, every seed:
-`ec_alpha1` (the gate scaled by 1, not 0.1), `ec_replace` (x <- f(x): the router only selects), `rec_gated` (every
-token at every recursion, x <- x + g f(x): the Recursive baseline with MoR's gate).
+The ablation rows (Tables 4/10/11's routers, the gate ablation, Table 13's relaxations) are named changes of a
+`MoRSpec`, defined in `rlib.mor.ablations`.
 
 `BudgetSweepConfig` adds Fig. 3's budget axis; `UptrainConfig` / `UptrainRun` the up-training of a pretrained
 checkpoint with each sharing strategy (Sec. 3.2, App. D.2, Table 9).
@@ -26,13 +25,13 @@ add runs are `UNKEYED_FIELDS`: cpu-long's grid reads cpu's runs back under the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rlib import looping
 from rlib.config import ConfigError, Preset
 from rlib.looping import Looping
 from rlib.model import Decoder, DecoderConfig
 from rlib.model.convert import empty_decoder
+from rlib.mor.ablations import GATE_ABLATIONS, RELAXATIONS, ROUTER_ABLATIONS, gate_ablation_spec
 from rlib.mor.spec import MoRSpec
 from rlib.precision import resolve as resolve_precision
 from rlib.train import TrainConfig
@@ -43,42 +42,6 @@ __all__ = ["BUDGETS", "GATE_ABLATIONS", "RELAXATIONS", "ROUTER_ABLATIONS", "gate
 
 
 BUDGETS = ("flops", "tokens", "ablation")
-
-
-ROUTER_ABLATIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "ec_aux_router": ("expert", dict(aux="router")),
-    "ec_tanh": ("expert", dict(router_func="tanh")),
-    "ec_mlp": ("expert", dict(router_arch="mlp")),
-    "ec_wide_mlp": ("expert", dict(router_arch="wide_mlp")),
-    "ec_alpha1": ("expert", dict(alpha=1.0)),
-    "ec_zloss": ("expert", dict(z_coef=1e-3)),
-    "ec_no_aux": ("expert", dict(aux="none", aux_coef=0.0)),
-    "tc_loss_free": ("token", dict(balance="loss_free", bias_rate=1e-3)),
-    "tc_mlp": ("token", dict(router_arch="mlp")),
-    "tc_no_z": ("token", dict(z_coef=0.0)),
-    "tc_sigmoid": ("token", dict(router_func="sigmoid")),
-}
-
-
-GATE_ABLATIONS = ("ec_alpha1", "ec_replace", "rec_gated")
-
-
-# Table 13 (App. G.2): the Recursive Middle-Cycle model relaxed at the ablation budget; name -> (kv, relax). DoRA, the
-# paper's fourth relaxation, has no adapter in the book (rlib.mor.relaxation)
-RELAXATIONS: dict[str, tuple[str, str]] = {
-    "enc": ("cache", "enc"), "lora": ("cache", "lora"), "adapt_p": ("cache", "adapt_prompt"),
-    "adapt_p_share": ("share", "adapt_prompt")}
-
-
-def gate_ablation_spec(name: str, n_recursions: int) -> MoRSpec:
-    """The MoR-EC variant of a gate ablation (GATE_ABLATIONS; module docstring)."""
-    if name == "ec_alpha1":
-        return MoRSpec.expert(n_recursions, alpha=1.0)
-    if name == "ec_replace":  # the router gets no language-model gradient: only its aux loss trains it
-        return MoRSpec.expert(n_recursions, gating="replace")
-    if name == "rec_gated":  # capacity 1 at every step: no routing, MoR's gate on every token (no aux: nothing to fix)
-        return MoRSpec.expert(n_recursions, capacities=(1.0,) * n_recursions, aux="none", aux_coef=0.0)
-    raise ConfigError(f"gate ablation {name!r} unknown; choose from {list(GATE_ABLATIONS)}")
 
 
 @dataclass(frozen=True)

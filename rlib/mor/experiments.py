@@ -29,9 +29,12 @@ __all__ = ["CHAPTER", "CODE_MODULES", "MAIN", "fewshot_scores", "load_model", "m
            "run_steps", "test_nll", "windows"]
 
 CHAPTER = "03_mixture_of_recursions"
+# every module that builds, trains or scores a run (tests/test_mor_keys.py); not rlib.mor.ablations, whose rows reach
+# the key whole, as each run's MoRSpec
 CODE_MODULES = ("rlib.mor.config", "rlib.mor.experiments", "rlib.mor.model", "rlib.mor.routers", "rlib.mor.spec",
-                "rlib.mor.flops", "rlib.mor.analysis", "rlib.train", "rlib.data", "rlib.vocab", "rlib.model.decoder",
-                "rlib.model.layers", "rlib.scratch_eval", "rlib.tasks")
+                "rlib.mor.flops", "rlib.mor.analysis", "rlib.mor.relaxation", "rlib.train", "rlib.data", "rlib.vocab",
+                "rlib.model.decoder", "rlib.model.layers", "rlib.model.init", "rlib.model.cache", "rlib.model.lora",
+                "rlib.relax", "rlib.looping", "rlib.eval", "rlib.scratch_eval", "rlib.tasks")
 
 # the main comparison's models by short name
 MAIN = {

@@ -268,7 +268,7 @@ def uptrain_table(results: list[dict[str, Any]]) -> pd.DataFrame:
             "init": "–" if full else SHORT[run["init"]], "loop": res["loops"],
             "nll_before": res["before"]["nll"], "nll": res["after"]["nll"], "nll_se": res["after"]["nll_se"],
             "train_loss": res["train"]["final_loss"], "tokens": res["train"]["tokens"],
-            "minutes": res["train"]["seconds"] / 60})
+            "minutes": res["train"]["seconds"] / 60, "trained_by": res.get("trained_by", "this chapter")})
     return pd.DataFrame(rows)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,11 @@ from rlib.config import ConfigError
 from rlib.looping import Looping
 from rlib.model import Decoder, convert
 from rlib.recursive.config import RecursiveConfig, Variant, source_config, variants
-from rlib.train import train
+from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "eval_windows", "evaluate_model", "load_source", "memory_table", "run_grid",
-           "shared_run", "source_result", "teacher_dir", "teacher_variant", "train_windows", "val_windows", "work_dir"]
+__all__ = ["CHAPTER", "CHECKPOINTING", "CODE_MODULES", "adopt", "eval_windows", "evaluate_model", "load_source",
+           "memory_table", "run_grid", "shared_run", "source_result", "teacher_dir", "teacher_variant", "train_windows",
+           "twin_differences", "val_windows", "work_dir"]
 
 CHAPTER = "01_recursive_conversion"
 
@@ -85,6 +87,35 @@ def _keeps(variant: Variant, cfg: RecursiveConfig) -> bool:
     teacher = variant == teacher_variant(cfg)
     shared = dataclasses.replace(variant, init="stepwise") == Variant("recursive", cfg.init_loops, seed=cfg.seeds[0])
     return (teacher and (cfg.kd_alpha > 0 or cfg.keep_models)) or (shared and cfg.keep_models)
+
+
+CHECKPOINTING = ("checkpoint_every", "checkpoint_final")  # TrainConfig fields that do not change what a run learns
+
+
+def twin_differences(cfg: RecursiveConfig, twin: Variant, train_config: TrainConfig, *, model: str,
+                     train_corpus: str, seq_len: int, val_windows: int, n_loops: int) -> list[str]:
+    """What differs between another chapter's training (its source `model`, data, windows, loops and `train_config`)
+    and this chapter's run `twin` under `cfg`, every optimizer setting but checkpointing compared. Empty: the two
+    train the same model step for step, so the other chapter may start from this one's (`shared_run`, `adopt`)."""
+    ours = {"model": cfg.model, "train_corpus": cfg.train_corpus, "seq_len": cfg.seq_len,
+            "val_windows": cfg.val_windows, "n_loops": twin.n_loops}
+    theirs = {"model": model, "train_corpus": train_corpus, "seq_len": seq_len, "val_windows": val_windows,
+              "n_loops": n_loops}
+    pairs = {k: (theirs[k], ours[k]) for k in ours}
+    mine = dataclasses.asdict(cfg.train_config(twin))
+    pairs |= {k: (v, mine.get(k)) for k, v in dataclasses.asdict(train_config).items() if k not in CHECKPOINTING}
+    return [f"{name}: {a!r} here, {b!r} in chapter 01" for name, (a, b) in pairs.items() if a != b]
+
+
+def adopt(found: tuple[dict[str, Any], Path], slot: experiments.RunSlot) -> tuple[Decoder, dict[str, Any]]:
+    """Another chapter's run that starts from this chapter's (`found` from `shared_run`): the trained model, its loss
+    curve copied into `slot`'s training folder (`rlib.experiments.training_curves` reads it there), and its training
+    record (tokens, seconds, tokens_per_s, final_loss, val_loss)."""
+    result, model_dir = found
+    train_dir = slot.train_dir
+    train_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(model_dir.parent / result["train_dir"] / "metrics.csv", train_dir / "metrics.csv")
+    return convert.load(model_dir), dict(result["train"])
 
 
 def shared_run(cfg: RecursiveConfig, work: Path, variant: Variant) -> tuple[dict[str, Any], Path] | None:

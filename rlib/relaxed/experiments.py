@@ -10,7 +10,6 @@ the same recipe starts from chapter 01's kept model instead of training again (`
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -83,18 +82,14 @@ def chapter01_twin(variant: RelaxedVariant, ch01_cfg: RecursiveConfig) -> Varian
 
 
 def recipe_differences(cfg: RelaxedConfig, ch01_cfg: RecursiveConfig, variant: RelaxedVariant) -> list[str]:
-    """What differs between this chapter's training of `variant` and chapter 01's of its twin (`chapter01_twin`):
-    source, data, windows, loops and every optimizer setting but checkpointing (which does not change a run). Empty:
-    the two train the same model step for step, so this chapter may start from chapter 01's."""
+    """What differs between this chapter's training of `variant` and chapter 01's of its twin (`chapter01_twin`;
+    `rlib.recursive.experiments.twin_differences`). Empty: this chapter may start from chapter 01's model."""
     twin = chapter01_twin(variant, ch01_cfg)
     if twin is None:
         return ["not a plain recursive uptraining"]
-    fields = {"model": (cfg.model, ch01_cfg.model), "train_corpus": (cfg.train_corpus, ch01_cfg.train_corpus),
-              "seq_len": (cfg.seq_len, ch01_cfg.seq_len), "val_windows": (cfg.val_windows, ch01_cfg.val_windows),
-              "n_loops": (cfg.n_loops, twin.n_loops)}
-    mine, other = dataclasses.asdict(cfg.train_config(variant)), dataclasses.asdict(ch01_cfg.train_config(twin))
-    fields |= {k: (mine[k], other.get(k)) for k in mine if k not in ("checkpoint_every", "checkpoint_final")}
-    return [f"{name}: {a!r} here, {b!r} in chapter 01" for name, (a, b) in fields.items() if a != b]
+    return ch01.twin_differences(ch01_cfg, twin, cfg.train_config(variant), model=cfg.model,
+                                 train_corpus=cfg.train_corpus, seq_len=cfg.seq_len, val_windows=cfg.val_windows,
+                                 n_loops=cfg.n_loops)
 
 
 def _shared(variant: RelaxedVariant, cfg: RelaxedConfig, chapter01: tuple[RecursiveConfig, Path] | None
@@ -152,17 +147,14 @@ def _from_chapter01(variant: RelaxedVariant, cfg: RelaxedConfig, slot: experimen
                     model_dir: Path, twin: Variant) -> dict[str, Any]:
     """`variant`'s result from chapter 01's model of the same training (`recipe_differences` empty): its loss curve and
     training time are chapter 01's, the evaluation this chapter's own windows."""
-    model = convert.load(model_dir)
-    train_dir = slot.train_dir
-    train_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(model_dir.parent / twin_result["train_dir"] / "metrics.csv", train_dir / "metrics.csv")
+    model, trained = ch01.adopt((twin_result, model_dir), slot)
     after = evaluate(model, cfg, windows)
     if any(v.parent == variant for v in variants(cfg)) or _keeps(variant, cfg):
         convert.save(model, slot.folder / "model", tokenizer=cfg.tokenizer)
     counts = counting.count_parameters(model)
-    train = {k: twin_result["train"][k] for k in ("tokens", "seconds", "tokens_per_s")}
-    return {"name": variant.name, "train_dir": train_dir.name, "variant": dataclasses.asdict(variant),
-            "params": counts, "before": before, "after": after, "train": train,
+    return {"name": variant.name, "train_dir": slot.train_dir.name, "variant": dataclasses.asdict(variant),
+            "params": counts, "before": before, "after": after,
+            "train": {k: trained[k] for k in ("tokens", "seconds", "tokens_per_s")},
             "trained_by": f"chapter 01's {twin.name} (the same recipe; rlib.recursive.experiments.shared_run)"}
 
 
