@@ -635,6 +635,9 @@ def _training_loss(tables, cfg: RelaxedConfig) -> Outcome:
 def _longer_evidence(tables, cfg: RelaxedConfig, deficit: float) -> str:
     """How far one longer uptraining moves the main relaxed model, against a deficit: budget evidence."""
     runs, top = tables["runs"], _top(cfg)
+    if cfg.long_factor < 2:  # no longer run in this profile: its 1x run would be compared with itself
+        return (f"a {deficit:.3f}-nat deficit after {cfg.steps} single-seed steps; the longer uptraining is "
+                "cpu-long's (figures/cpu-long); needs: every init at 2x and 4x steps")
     base = value(runs, _nll(cfg), init="average", rank=top, lora_init="svd", phase="uptrain", kd=False,
                  steps_factor=1, prefix=0)
     try:
