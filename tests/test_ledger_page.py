@@ -85,3 +85,39 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
     assert merged.loc["a", "measured"] == "1 [cpu-long, with its added runs: not held: 2]"  # both measured: shown
     assert merged.loc["b"].tolist() == ["not held", "3", "cpu-long"]
     assert merged.loc["c", "verdict"] == "not measured"
+
+
+# promoted rows whose claims code changed after their run (the run's own claims.csv keeps the verdict it was judged
+# with; CLAIMS.md shows the re-judged one): (profile, chapter, claim) -> (claims.csv, current code). Each entry goes
+# when its chapter runs again.
+KNOWN_DRIFT = {
+    # 4759052 (2026-11-27) judged these task claims with issue 25's power rule after chapter 05's promotion
+    ("cpu", "05_layerskip", "ls.tab1.continual_middle_tasks"): ("not held", "not testable at this scale"),
+    ("cpu", "05_layerskip", "ls.tab1.continual_last_tasks"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.tab1.continual_middle_tasks"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.tab1.continual_last_tasks"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.fig10a.code_middle_tasks"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.fig10a.code_last"): ("not held", "not testable at this scale"),
+}
+
+
+def test_the_current_claims_code_gives_every_promoted_chapter_its_own_verdicts():
+    """A ledger is a pure function of a chapter's tables: judging each promoted folder again must give the verdicts
+    of its own claims.csv. A change to a claim's test that flips a promoted verdict must re-run the chapter (or be
+    listed in KNOWN_DRIFT until it does), so figures/ never shows a verdict the code no longer gives."""
+    import pandas as pd
+
+    from rlib.book.layout import promoted_dir
+    from rlib.book.rejudge import rejudge
+
+    drift = {}
+    for profile in ("cpu", "cpu-long"):
+        root = promoted_dir(profile)
+        table = rejudge(root, profile)
+        for chapter, rows in table.groupby("chapter"):
+            own = pd.read_csv(root / chapter / "claims.csv").set_index("id")["verdict"]
+            now = rows.set_index("id")["verdict"]
+            for claim in own.index.union(now.index):
+                if own.get(claim) != now.get(claim):
+                    drift[(profile, chapter, claim)] = (own.get(claim), now.get(claim))
+    assert drift == KNOWN_DRIFT
