@@ -433,3 +433,19 @@ def test_the_gate_command_selects_the_runs_the_ablation_compares():
     assert all(v.budget == "flops" and v.spec.n_recursions == long.n_recursions for v in runs)
     with pytest.raises(SystemExit):  # an unknown profile is refused before any run, naming the choices
         main(["--profile", "nonexistent"])
+
+
+def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
+    """cpu-long (figures/cpu-long, 2026-11-28 at dc5de1e) measured what cpu leaves out: the ablation budget's routers,
+    sharings and KV sharing, the gate ablation, Tables 9 and 13, and Fig. 5a."""
+    long = load_tables(FIGURES.parents[0] / "cpu-long" / FIGURES.name)
+    table = judge({**committed, **long}, MoRConfig.preset("cpu-long"), "cpu-long").finish()
+    assert check_ledger(table) == []
+    table = table.set_index("id")
+    expected = {"mor.ours.gate_ablation": ("held", ""), "mor.tab13.relaxation": ("held", ""),
+                "mor.tab9.middle_best_uptraining": ("held", ""), "mor.tab4.aux_loss_beats_aux_router": ("held", ""),
+                "mor.fig5a.compute_optimal": ("not held", "scale"), "mor.tab10.alpha1_collapse": ("not held", "setup"),
+                "mor.fig4b.middle_cycle_best": ("not held", "budget")}
+    got = {i: (table.loc[i, "verdict"], table.loc[i, "diagnosis"] or "") for i in expected}
+    assert got == expected
+    assert "not bracketed" in table.loc["mor.fig5a.compute_optimal", "evidence"]
