@@ -15,7 +15,7 @@ from rlib.config import ConfigError
 from rlib.mor import compute_optimal, plots, tables
 from rlib.mor.claims import judge
 from rlib.mor.compute_optimal import ComputeOptimalConfig
-from rlib.mor.config import MoRConfig
+from rlib.mor.config import BudgetSweepConfig, MoRConfig
 from rlib.mor.spec import MoRSpec
 
 CPU = MoRConfig.preset("cpu")
@@ -25,7 +25,11 @@ LABELS = {"vanilla": "Vanilla", "rec": MoRSpec.recursive(3).label(), "mor": MoRS
 def test_presets_put_the_grid_in_cpu_long_and_reject_grids_that_cannot_be_fitted():
     assert ComputeOptimalConfig.preset("cpu").widths == ()
     long = ComputeOptimalConfig.preset("cpu-long")
-    assert CPU.d_model in long.widths and 1.0 in long.fractions and len(long.widths) >= 3
+    assert CPU.d_model in long.widths and len(long.widths) >= 3 and len(long.fractions) >= 2
+    low, mid, top = sorted(long.fractions)  # the paper's budgets, 2 : 5 : 16.5 EB (Table 7), in the same ratios
+    assert (low / top, mid / top) == pytest.approx((2 / 16.5, 5 / 16.5), abs=0.005)
+    sweep = BudgetSweepConfig.preset("cpu-long").fractions
+    assert top in sweep  # the chapter's own width at the top budget is the budget sweep's run, read back
     with pytest.raises(ConfigError, match=r"fractions \[1.5\] must lie in \(0, 1\]"):
         ComputeOptimalConfig(widths=(64, 128, 256), fractions=(0.5, 1.5))
     with pytest.raises(ConfigError, match="needs >= 3 distinct widths"):

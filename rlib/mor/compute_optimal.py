@@ -42,18 +42,21 @@ class ComputeOptimalConfig(Preset):
     A width keeps the chapter's head size, query-per-KV-head ratio, FFN ratio and depth (the paper's sizes change
     width and depth together; here depth is held fixed so one axis moves). Budgets are fractions of
     `MoRConfig.budget`; the chapter's own width at fraction 1 is the main grid's run and at the budget sweep's
-    fractions the sweep's, read back from their folders."""
+    fractions the sweep's, read back from their folders (the main grid's runs at 1 are already cached there)."""
 
     widths: tuple[int, ...]  # d_model values (each a multiple of the chapter's head_dim)
     fractions: tuple[float, ...]  # budgets as fractions of MoRConfig.budget, in (0, 1]
 
     PRESETS = {
         "smoke": dict(widths=(32, 64, 96), fractions=(0.5, 1.0)),
-        # cpu: no runs. cpu-long: four widths as the paper's four sizes; the 256-wide runs are the main grid's and the
-        # budget sweep's, the 27 others new (about 85 min on the AMD EPYC, estimated from the 256-wide runs' times;
-        # at these budgets the models see about 0.004-3 tokens per parameter, so the narrow end matters most)
+        # cpu: no runs. cpu-long: three budgets in the paper's ratios (Table 7: 2, 5 and 16.5 EB, 0.121 : 0.303 : 1)
+        # below the main budget, and three widths: 24 runs of its own (the 256-wide ones at 0.5 are the budget
+        # sweep's), about 39 min on 2026-11-28's slower Xeon by the per-run times of the grid it replaced. That grid
+        # (widths 64-384 x 0.25 / 0.5 / 1) took 93 min, over the 150 min of a cpu-long chapter: its 64-wide runs at
+        # budget 1 alone cost 31 min, every fitted optimum lay at or below the narrowest width (the optimum is not
+        # bracketed either way), and at width 384 the models took 5-31 optimizer steps.
         "cpu": dict(widths=(), fractions=()),
-        "cpu-long": dict(widths=(64, 128, 256, 384), fractions=(0.25, 0.5, 1.0)),
+        "cpu-long": dict(widths=(64, 128, 256), fractions=(0.06, 0.15, 0.5)),
         "gpu": dict(widths=(256, 512, 768), fractions=(0.1, 0.3, 1.0)),
     }
 
