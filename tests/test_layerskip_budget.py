@@ -22,7 +22,11 @@ def test_presets_and_derived_studies_change_only_the_steps():
     assert {k: v for k, v in vars(study).items() if k not in ("name", "steps")} == \
         {k: v for k, v in vars(base).items() if k not in ("name", "steps")}
     run = config.AdaptRun("continual_x3", "ld_ee")
-    assert _key(run, swept)[1] == _key(config.AdaptRun("continual", "ld_ee"), acfg)[1]  # the shared settings
+    shared, base_shared = _key(run, swept)[1], _key(config.AdaptRun("continual", "ld_ee"), acfg)[1]
+    readings = ("eval_corpora", "tasks")  # a swept run is read where budget_table looks: its corpus, no tasks
+    assert (swept.eval_corpora, swept.tasks) == ((base.corpus,), ()) and base.corpus in acfg.eval_corpora
+    assert {k: v for k, v in shared.items() if k not in readings} == \
+        {k: v for k, v in base_shared.items() if k not in readings}  # every setting that shapes the numbers
     with pytest.raises(ConfigError, match="multiples >= 2"):
         budget.BudgetConfig(study="continual", factors=(1,))
     with pytest.raises(ConfigError, match="no factors"):

@@ -58,11 +58,15 @@ def _swept(study: Study, factor: int) -> Study:
 
 
 def budget_config(acfg: AdaptConfig, bcfg: BudgetConfig) -> AdaptConfig:
-    """`acfg` with the swept budgets as its studies (decoded greedily; the sweep reads exits, it does not decode)."""
+    """`acfg` with the swept budgets as its studies (decoded greedily; the sweep reads exits, it does not decode).
+
+    A swept run is read only where `budget_table` looks: per-exit perplexity on the study's own corpus, no local
+    tasks and no other corpus (at 3x on 2 cores those readings cost about 3 min per run and no table used them)."""
     base = acfg.study(bcfg.study)
     if not bcfg.factors:
         raise ConfigError(f"the budget sweep of {bcfg.study!r} has no factors in this profile")
-    return replace(acfg, studies=tuple(_swept(base, f) for f in bcfg.factors), decode_sampled_studies=())
+    return replace(acfg, studies=tuple(_swept(base, f) for f in bcfg.factors), decode_sampled_studies=(),
+                   eval_corpora=(base.corpus,), tasks=())
 
 
 def run_sweep(acfg: AdaptConfig, bcfg: BudgetConfig, work: Path, source=None) -> list[dict[str, Any]]:
