@@ -139,7 +139,10 @@ class LayerSkipLoss:
                               f"pass accumulation_steps = the trainer's ({wrapped.accumulation_steps} given) and do "
                               "not call the model in training mode outside the trainer")
         weights = self.weights(step)
-        exit_term = (weights[-1] - 1.0) * next_token_loss(logits, batch)
+        if weights[-1] == 1.0:  # plain training's last layer (e_scale 0): the trainer's CE is the whole last term
+            exit_term = torch.zeros((), device=logits.device)  # not 0 x a full-vocabulary CE: the same values, cheaper
+        else:
+            exit_term = (weights[-1] - 1.0) * next_token_loss(logits, batch)
         for layer, weight in enumerate(weights[:-1]):
             if weight > 0:
                 exit_term = exit_term + weight * next_token_loss(wrapped.head(wrapped.hidden_states[layer]), batch)
