@@ -95,11 +95,12 @@ def stored_result(folder: Path, key: str) -> dict[str, Any] | None:
     return stored["result"] if stored.get("key") == key else None
 
 
-def cached(folder: Path, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The result stored in `folder/result.json` under `key`, or `compute()`'s, stored atomically."""
+def cached(folder: Path, key: str, compute: Callable[[], dict[str, Any]], refresh: bool = False) -> dict[str, Any]:
+    """The result stored in `folder/result.json` under `key`, or `compute()`'s, stored atomically; `refresh` computes
+    again even when a current result is stored (a run whose by-product, e.g. its saved model, is missing)."""
     folder = Path(folder)
     path = folder / RESULT_FILE
-    if path.exists():
+    if path.exists() and not refresh:
         stored = json.loads(path.read_text())
         if stored.get("key") == key:
             _TALLY["read"] += 1
@@ -150,19 +151,27 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
     The key of an item is `digest(item, *context, code)` where `context` is a tuple of the settings that decide
     the runs (or a function of the item giving them) and `code` the source digest of `modules`.
     `compute(item, slot)` runs an item whose result is missing or stale; its results come back in `items` order.
+
+    An item whose `.parent` is another item of the grid post-trains that item's saved model (`load_model`): a parent
+    whose current result is stored without its `model/` folder (kept only where a grid needed it, e.g. the cpu
+    profile's grid has no child of it but cpu-long's has) is computed again, which saves the model; its result is the
+    stored one again, training being deterministic.
     """
+    from rlib.model import convert
     from rlib.progress import progress
 
     names = [item.name for item in items]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"run names must be unique in a grid; repeated: {repeated}")
+    parents = {parent.name for item in items if (parent := getattr(item, "parent", None)) is not None} & set(names)
     code = code_digest(*modules)  # once per grid: an edit during a long grid does not re-key its later runs
     results = []
     for item in progress(items, desc=desc, unit=unit):
         extra = context(item) if callable(context) else context
         slot = RunSlot(Path(work) / item.name, digest(item, *extra, code))  # = run_key(item, extra, modules)
-        results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s)))
+        unsaved = item.name in parents and not (slot.folder / "model" / convert.CONFIG_FILE).exists()
+        results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s), refresh=unsaved))
     return results
 
 

@@ -85,6 +85,37 @@ def test_an_interrupted_compute_leaves_no_result(tmp_path):
     assert not (tmp_path / "a" / experiments.RESULT_FILE).exists()
 
 
+
+@dataclass(frozen=True)
+class Child:
+    name: str
+    parent: Item
+
+
+def test_a_parent_read_back_without_its_saved_model_is_computed_again(tmp_path):
+    """A grid whose items post-train a parent (`.parent`) needs the parent's model/: a parent stored by a grid that
+    had no child of it (so kept no model) computes again, once, and its saved model is then read like any result."""
+    from rlib.model import convert
+
+    calls = []
+
+    def compute(item, slot):
+        calls.append(item.name)
+        if isinstance(item, Item) and any(getattr(i, "parent", None) == item for i in grid):
+            (slot.folder / "model").mkdir(parents=True, exist_ok=True)
+            (slot.folder / "model" / convert.CONFIG_FILE).write_text("{}")
+        return {"name": item.name}
+
+    parent = Item("base")
+    grid = [parent]
+    experiments.run_grid(grid, tmp_path, compute, modules=("rlib.experiments",))  # no child: no model kept
+    assert calls == ["base"] and not (tmp_path / "base" / "model").exists()
+    grid = [parent, Child("post", parent)]
+    first = experiments.run_grid(grid, tmp_path, compute, modules=("rlib.experiments",))
+    assert calls == ["base", "base", "post"] and (tmp_path / "base" / "model" / convert.CONFIG_FILE).exists()
+    again = experiments.run_grid(grid, tmp_path, compute, modules=("rlib.experiments",))
+    assert again == first and calls == ["base", "base", "post"]  # the model is there now: everything is read back
+
 def test_load_model_names_the_missing_run_and_the_fix(tmp_path):
     with pytest.raises(Exception, match="run the grid"):
         experiments.load_model(tmp_path, "nothing", how="run the grid")
