@@ -436,8 +436,9 @@ def test_the_gate_command_selects_the_runs_the_ablation_compares():
 
 
 def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
-    """cpu-long (figures/cpu-long, 2026-11-28 at dc5de1e) measured what cpu leaves out: the ablation budget's routers,
-    sharings and KV sharing, the gate ablation, Tables 9 and 13, and Fig. 5a."""
+    """cpu-long (figures/cpu-long, 2026-11-28 at dc5de1e; re-run at e2dd36a for Fig. 5a at the paper's budget ratios)
+    measured what cpu leaves out: the ablation budget's routers, sharings and KV sharing, the gate ablation, Tables 9
+    and 13, and Fig. 5a."""
     long = load_tables(FIGURES.parents[0] / "cpu-long" / FIGURES.name)
     table = judge({**committed, **long}, MoRConfig.preset("cpu-long"), "cpu-long").finish()
     assert check_ledger(table) == []
