@@ -85,7 +85,6 @@ def test_an_interrupted_compute_leaves_no_result(tmp_path):
     assert not (tmp_path / "a" / experiments.RESULT_FILE).exists()
 
 
-
 @dataclass(frozen=True)
 class Child:
     name: str
@@ -115,6 +114,7 @@ def test_a_parent_read_back_without_its_saved_model_is_computed_again(tmp_path):
     assert calls == ["base", "base", "post"] and (tmp_path / "base" / "model" / convert.CONFIG_FILE).exists()
     again = experiments.run_grid(grid, tmp_path, compute, modules=("rlib.experiments",))
     assert again == first and calls == ["base", "base", "post"]  # the model is there now: everything is read back
+
 
 def test_load_model_names_the_missing_run_and_the_fix(tmp_path):
     with pytest.raises(Exception, match="run the grid"):

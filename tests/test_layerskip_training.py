@@ -88,7 +88,6 @@ def test_the_loss_is_eq_5_and_zero_extra_without_exit_scale():
     assert none.loss(0, batch, logits, wrapped)["exit"].item() == 0.0
 
 
-
 def test_plain_training_skips_the_zero_weight_ce_with_bit_identical_loss_and_gradients():
     """e_scale = 0 weighs the last layer 1: the hook adds nothing, instead of 0 x a full-vocabulary CE (its old form,
     written out here), and the optimized loss and every gradient stay equal to the last bit."""
@@ -107,6 +106,7 @@ def test_plain_training_skips_the_zero_weight_ce_with_bit_identical_loss_and_gra
     (new, new_grads), (old, old_grads) = step(True), step(False)
     assert torch.equal(new, old) and len(new_grads) == len(old_grads) > 0
     assert all(torch.equal(a, b) for a, b in zip(new_grads, old_grads))
+
 
 def test_bad_setups_fail_before_training():
     decoder = tiny_model(4)

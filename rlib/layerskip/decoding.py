@@ -181,13 +181,12 @@ def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, e
                sampling):
     n_layers = len(model.plan)
 
-    def decode(case: DecodeCase, index: int):
+    def decode(case: DecodeCase, index: int, tokens: int = max_new_tokens):
         noise = None if sampling is None else Sampling(sampling.temperature, sampling.seed + index)
-        return run_case(case, model, prompts[index], max_new_tokens, hf_model, eos_ids, draft_vocab, noise)
+        return run_case(case, model, prompts[index], tokens, hf_model, eos_ids, draft_vocab, noise)
 
     for case in cases:  # warm-up: two draft-and-verify rounds reach every matmul shape the timed decodes use
-        run_case(case, model, prompts[0], min(max_new_tokens, 2 * (case.n_draft or 0) + 2), hf_model, eos_ids,
-                 draft_vocab, None if sampling is None else Sampling(sampling.temperature, sampling.seed))
+        decode(case, 0, min(max_new_tokens, 2 * (case.n_draft or 0) + 2))
     times = [[[] for _ in prompts] for _ in cases]  # [case][prompt] -> seconds per repeat
     results: list[list] = [[None] * len(prompts) for _ in cases]  # [case][prompt] -> (ids, stats)
     for step in progress(range(repeats * len(prompts)), desc=desc, unit="prompt"):

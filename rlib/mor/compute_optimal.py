@@ -42,7 +42,7 @@ class ComputeOptimalConfig(Preset):
     A width keeps the chapter's head size, query-per-KV-head ratio, FFN ratio and depth (the paper's sizes change
     width and depth together; here depth is held fixed so one axis moves). Budgets are fractions of
     `MoRConfig.budget`; the chapter's own width at fraction 1 is the main grid's run and at the budget sweep's
-    fractions the sweep's, read back from their folders (the main grid's runs at 1 are already cached there)."""
+    fractions the sweep's, read back from their folders."""
 
     widths: tuple[int, ...]  # d_model values (each a multiple of the chapter's head_dim)
     fractions: tuple[float, ...]  # budgets as fractions of MoRConfig.budget, in (0, 1]
