@@ -56,6 +56,7 @@ class Completion:
     tokens: list[int] = field(default_factory=list)  # generated ids
     exit_loops: list[int] = field(default_factory=list)  # loops / recursions each token ran; the prefill's: all
     first_token_s: float = float("nan")  # seconds from the start of the run to this request's first token
+    first_token_pass: int = -1  # block passes the engine had run when this request's first token came out
 
 
 @dataclass
@@ -93,6 +94,12 @@ class EngineResult:
     def mean_time_to_first_token(self) -> float:
         """Seconds from the start of the run (every request queued at once) to a request's first token, averaged."""
         return sum(c.first_token_s for c in self.completions.values()) / max(1, len(self.completions))
+
+    @property
+    def mean_passes_to_first_token(self) -> float:
+        """Block passes run before a request's first token, averaged: time to first token in units of work, which
+        (unlike seconds) does not move with the host's load, so tests compare schedulers with it."""
+        return sum(c.first_token_pass for c in self.completions.values()) / max(1, len(self.completions))
 
     def exit_histogram(self) -> dict[int, int]:
         """Decode tokens per exit loop 1..n_loops (0 = tokens that ran no recursion, for MoR)."""
@@ -188,7 +195,7 @@ class ServingEngine:
                     first = program.prefill(slot, req.prompt)
                     prefill_seconds += time.perf_counter() - t_pre
                     request_of[slot] = req
-                    done[req.id] = Completion(req.id, first_token_s=time.perf_counter() - t0)
+                    done[req.id] = Completion(req.id, first_token_s=time.perf_counter() - t0, first_token_pass=passes)
                     position[slot] = len(req.prompt) - 1
                     emit(slot, first, program.n_loops)
             busy = [s for s in range(n) if request_of[s] is not None]
