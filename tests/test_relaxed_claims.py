@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rlib.book.claims import check_ledger
+from rlib.book.claims import check_ledger, load_tables
 from rlib.relaxed.claims import SPECS, judge
 from rlib.relaxed.config import RelaxedConfig
-from tests.claims_checks import check_partial_runs, check_specs, committed_ledger
+from tests.claims_checks import FIGURES, check_partial_runs, check_specs, committed_ledger
 
 # the verdicts of the committed cpu run (figures/02_relaxed_recursion), claim by claim; the studies the cpu profile
 # leaves to cpu-long (issue 27's hour) are "not measured" here and judged in figures/cpu-long/02_relaxed_recursion
@@ -435,3 +435,35 @@ def test_table_j3_applies_the_table_3_and_j2_tests_to_the_second_architecture():
                  "cpu").finish().set_index("id").loc[claim]
     assert lost["verdict"] == "not held" and lost["evidence"].startswith("final kept: ")
     assert verdict({"early_exit": exits_table()}, claim) == "not measured"
+
+
+# the verdicts cpu-long adds (figures/cpu-long/02_relaxed_recursion, promoted 2026-11-28 at 96e7ec1) for every claim the
+# cpu profile leaves "not measured", with their diagnoses
+CPU_LONG_VERDICTS = {
+    "rrt.figG2.stepwise_zero_ge_svd": ("held", ""),
+    "rrt.figG3.stepwise_u_shape": ("held", ""),
+    "rrt.figG1.training_loss_relaxed_vs_recursive": ("not held", "budget"),
+    "rrt.tabG1.per_module_rank": ("not held", "budget"),
+    "rrt.tabH1.prefix_relaxation_weak": ("held", ""),
+    "rrt.tabI1.longer_uptraining_helps": ("held", ""),
+    "rrt.fig7b.kd_and_longer_combined": ("held", ""),
+    "rrt.tabJ1.coefficient_sweep": ("not held", "budget"),
+    "rrt.tabJ1.freeze_head_lora": ("not held", "disagrees with the paper"),
+    "rrt.tabJ1.post_beats_co_training": ("not held", "budget"),
+    "rrt.tabJ3.second_architecture": ("not held", "setup"),
+    "rrt.tabK1_K2.lora_cost_and_rank_tradeoff": ("held", ""),
+}
+
+
+def test_the_promoted_cpu_long_tables_give_the_cpu_long_verdicts():
+    """cpu-long judges every claim the cpu profile leaves out, each "not held" with its diagnosis and evidence."""
+    table = judge(load_tables(FIGURES / "cpu-long" / "02_relaxed_recursion"), RelaxedConfig.preset("cpu-long"),
+                  "cpu-long").finish()
+    assert check_ledger(table) == []
+    table = table.set_index("id")
+    assert set(CPU_LONG_VERDICTS) == {i for i, v in CPU_VERDICTS.items() if v == "not measured"}
+    got = {i: (table.loc[i, "verdict"], table.loc[i, "diagnosis"] or "") for i in CPU_LONG_VERDICTS}
+    assert got == CPU_LONG_VERDICTS
+    assert "recovers 83% of Agg's lift" in table.loc["rrt.tabJ1.freeze_head_lora", "measured"]
+    assert "CE-only control already moves the final loop" in table.loc["rrt.tabJ3.second_architecture", "evidence"]
+    assert (table["verdict"] != "not measured").all()  # cpu-long leaves nothing unjudged
