@@ -21,8 +21,11 @@ import sys
 for name in {MISSING_ON_THE_GPU_MACHINE!r}:
     sys.modules[name] = None  # `import name` now raises ImportError, as on the lent machine
 from benchmarks.gpu_check.runner import main
-raise SystemExit(main(["--dry-run", "--out", sys.argv[1], "--commit", "abc1234", "--archive", sys.argv[2]]))
+raise SystemExit(main(["--dry-run", "--out", sys.argv[1], "--commit", "abc1234", "--archive", sys.argv[2],
+                       "--budget-scale", "8"]))
 """
+# the caps times 8: on a loaded host (CI's `pytest -n auto`, or a chapter running beside the tests) the dry-run's
+# 10-45 s caps stopped sections and failed this test; the caps themselves are tested on their own below
 
 
 def test_dry_run_goes_end_to_end_without_the_packages_the_gpu_machine_lacks(tmp_path):

@@ -91,9 +91,8 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 # with; CLAIMS.md shows the re-judged one): (profile, chapter, claim) -> (claims.csv, current code). Each entry goes
 # when its chapter runs again.
 KNOWN_DRIFT = {
-    # 4759052 (2026-11-27) judged these task claims with issue 25's power rule after chapter 05's promotion
-    ("cpu", "05_layerskip", "ls.tab1.continual_middle_tasks"): ("not held", "not testable at this scale"),
-    ("cpu", "05_layerskip", "ls.tab1.continual_last_tasks"): ("not held", "not testable at this scale"),
+    # 4759052 (2026-11-27) judged these task claims with issue 25's power rule after chapter 05's cpu-long promotion
+    # (the cpu rows went when chapter 05's cpu run was promoted again on 2026-11-29)
     ("cpu-long", "05_layerskip", "ls.tab1.continual_middle_tasks"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.tab1.continual_last_tasks"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.fig10a.code_middle_tasks"): ("not held", "not testable at this scale"),
