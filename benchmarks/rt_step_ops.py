@@ -1,7 +1,8 @@
 """Why a Recurrent Transformer trains slower than its Transformer twin on CPU (paper 002, Sec. 5-6: the tiled
-forward and its reverse loop step the layer position by position): one training step of chapter 04's cpu task
-model (one layer, d = 64, 4 heads, 64 positions, batch 64) timed for both blocks, with the ATen op calls the step
-issues (torch.profiler; nested calls counted) and the wall time per call, measured in one run.
+forward and its reverse loop step the layer position by position): chapter 04's task training (`rlib.recurrent.
+synthetic.fit` with the cpu preset's width, batch, learning rate and loss, on fuzzy recall) timed per step for both
+blocks, with the ATen op calls one step issues (torch.profiler; nested calls counted) and the wall time per call,
+measured in one run.
 
     .venv/bin/python benchmarks/rt_step_ops.py [--threads 1] [--steps 5]
 """
@@ -9,40 +10,34 @@ issues (torch.profiler; nested calls counted) and the wall time per call, measur
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from rlib.recurrent.config import RTConfig
-from rlib.recurrent.synthetic import TaskModel
-from rlib.recurrent.tasks import IGNORE, make_task
+from rlib.recurrent.config import RecurrentConfig, RTConfig
+from rlib.recurrent.synthetic import FitConfig, TaskModel, fit
+from rlib.recurrent.tasks import make_task
+
+TASK = "fuzzy_recall"
 
 
-def measure(block: str, steps: int, seq_len: int = 64, batch: int = 64) -> dict[str, float]:
-    data = make_task("fuzzy_recall", batch, seq_len, seed=0)
-    ids, targets = data.inputs, data.train_targets  # [B, T] each
-    config = RTConfig(vocab_size=data.vocab_size, d_model=64, n_layers=1, n_heads=4, block=block, alibi_max_bias=8.0)
+def measure(block: str, steps: int, cfg: RecurrentConfig) -> dict[str, float]:
+    seq_len = dict(cfg.tasks)[TASK]
+    d_model, heads = cfg.task_width
+    data = make_task(TASK, cfg.task_batch * steps, seq_len, seed=0)
+    config = RTConfig(vocab_size=data.vocab_size, d_model=d_model, n_layers=1, n_heads=heads, block=block,
+                      alibi_max_bias=cfg.task_alibi_max_bias)
     torch.manual_seed(0)
     model = TaskModel(config, data.head, seq_len, seed=0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    one_batch = data.subset(slice(0, cfg.task_batch))
 
-    def step() -> None:
-        logits = model(ids)  # [B, T, V]
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    def train(part, epochs: int = 1) -> dict:
+        return fit(model, part, FitConfig(epochs, cfg.task_batch, cfg.task_lr, loss_on=cfg.task_loss), desc=block)
 
-    for _ in range(2):  # warm-up
-        step()
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    seconds = (time.perf_counter() - started) / steps
+    train(one_batch, epochs=2)  # warm-up
+    seconds = train(data)["seconds"] / steps
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
+        train(one_batch)
     calls = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
     return {"ms_per_step": seconds * 1e3, "aten_calls": calls, "calls_per_position": calls / seq_len,
             "us_per_call": seconds / calls * 1e6}
@@ -54,7 +49,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    rows = {block: measure(block, args.steps) for block in ("recurrent", "transformer")}
+    cfg = RecurrentConfig.preset("cpu")
+    rows = {block: measure(block, args.steps, cfg) for block in ("recurrent", "transformer")}
     for block, row in rows.items():
         print(f"{block:12s} {row['ms_per_step']:7.1f} ms/step  {row['aten_calls']:6d} ATen calls "
               f"({row['calls_per_position']:.0f} per position)  {row['us_per_call']:.1f} us per call")

@@ -90,16 +90,19 @@ class EngineResult:
         loops = [j for c in self.completions.values() for j in c.exit_loops[1:]]  # decode tokens only
         return sum(loops) / max(1, len(loops))
 
+    def _mean_over_requests(self, field_name: str) -> float:
+        return sum(getattr(c, field_name) for c in self.completions.values()) / max(1, len(self.completions))
+
     @property
     def mean_time_to_first_token(self) -> float:
         """Seconds from the start of the run (every request queued at once) to a request's first token, averaged."""
-        return sum(c.first_token_s for c in self.completions.values()) / max(1, len(self.completions))
+        return self._mean_over_requests("first_token_s")
 
     @property
     def mean_passes_to_first_token(self) -> float:
         """Block passes run before a request's first token, averaged: time to first token in units of work, which
         (unlike seconds) does not move with the host's load, so tests compare schedulers with it."""
-        return sum(c.first_token_pass for c in self.completions.values()) / max(1, len(self.completions))
+        return self._mean_over_requests("first_token_pass")
 
     def exit_histogram(self) -> dict[int, int]:
         """Decode tokens per exit loop 1..n_loops (0 = tokens that ran no recursion, for MoR)."""
