@@ -12,6 +12,7 @@ from rlib.recurrent.layer import RTLayer
 from rlib.recurrent.model import RTModel, greedy_generate
 from rlib.recurrent.naive import naive_layer
 from rlib.recurrent.tiled import tiled_layer
+from rlib.recurrent.token_maps import TokenForward, TokenVJP
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # (position, kv heads, pre-KV norm): ALiBi as the paper, RoPE with GQA, no positions, the App. E.2 ablation
@@ -68,6 +69,33 @@ def test_gradcheck_of_the_custom_backward():
     layer = make_layer("alibi", 2, std=0.2, d=8, heads=2)
     x, positions = inputs(n=6, d=8, batch=1)
     assert torch.autograd.gradcheck(lambda t: tiled_layer(layer, t, positions, impl="reference")[0], (x,))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_token_maps_equal_the_layer_maps_and_their_autograd_vjps(variant):
+    """The tiled loops' per-position maps (`TokenForward`, `TokenVJP`) equal `RTLayer`'s maps and autograd (fp64)."""
+    layer = make_layer(*variant)
+    x, positions = inputs(n=7)
+    x = x.detach()
+    a = torch.randn(2, 4, 7, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64).to(DEVICE)
+    z = layer.post_attention(x, a)  # [B, N, D]
+    keys, values = layer.persistent_kv(z, positions)
+    step, vjp = TokenForward(layer, positions), TokenVJP(layer, x, a, z, positions)
+    gen = torch.Generator().manual_seed(4)
+    for t in (0, 3, 6):
+        z_t, k_t, v_t = step(t, x[:, t], a[:, :, t])
+        assert (z_t - z[:, t]).abs().max() < 1e-12
+        assert (k_t - keys[:, :, t]).abs().max() < 1e-12 and (v_t - values[:, :, t]).abs().max() < 1e-12
+        a_t = a[:, :, t:t + 1].clone().requires_grad_(True)
+        z_auto = layer.post_attention(x[:, t:t + 1], a_t)  # [B, 1, D]
+        k_auto, v_auto = layer.persistent_kv(z_auto, positions[t:t + 1])
+        g_z, g_k, g_v = (torch.randn(o.shape, generator=gen, dtype=torch.float64).to(DEVICE)
+                         for o in (z_auto, k_auto, v_auto))
+        (g_a,) = torch.autograd.grad((z_auto, k_auto, v_auto), a_t, (g_z, g_k, g_v))
+        groups = layer.config.n_heads // layer.config.kv_heads  # the VJP takes per-query-head gradients (GQA)
+        per_head = [g.repeat_interleave(groups, dim=1)[:, :, 0] / groups for g in (g_k, g_v)]
+        grad_z = g_z[:, 0] + vjp.through_pair(t, *per_head)  # [B, D]
+        assert (vjp.through_block(t, grad_z) - g_a[:, :, 0]).abs().max() < 1e-12
 
 
 def test_no_position_depends_on_later_tokens():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.tiled_prefill import lowbit, resolve_impl, tile_traffic, tiles, update_tile
+from kernels.tiled_prefill import alibi_bias, lowbit, resolve_impl, tile_backward, tile_traffic, tiles, update_tile
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
@@ -68,6 +68,29 @@ def test_triton_tiles_match_the_reference(shape, dtype, alibi):
     # acc and l are sums of exp(s - m): compare the normalised outputs and the log-denominators
     torch.testing.assert_close(out[0] / out[2][..., None], ref[0] / ref[2][..., None], atol=tol, rtol=tol)
     torch.testing.assert_close(out[1] + out[2].log(), ref[1] + ref[2].log(), atol=tol, rtol=tol)
+
+
+def test_a_precomputed_alibi_bias_gives_the_slopes_result_bit_exactly():
+    """`rlib.recurrent.tiled` hands the reference each tile's bias, computed once per tile size from a larger tile of
+    the same size (rows sliced); forward and backward must equal the per-tile computation from the slopes exactly."""
+    q, k, v, acc, m, l, slopes = make_state(2, 4, 2, 37, 24, torch.float32)  # noqa: E741
+    by_slopes, by_bias = run_schedule("reference", q, k, v, acc, m, l, slopes), (acc.clone(), m.clone(), l.clone())
+    for q0, q1, k0, k1 in tiles(q.shape[2]):
+        size = k1 - k0
+        bias = alibi_bias(slopes, k1, k1 + size, k0, k1, torch.float32)[:, :q1 - q0]  # [H, tq, T]
+        update_tile(q, k, v, *by_bias, q0, q1, k0, k1, None, impl="reference", bias=bias)
+    for mine, ref in zip(by_bias, by_slopes):
+        assert torch.equal(mine, ref)
+    kf, vf = (x.repeat_interleave(2, dim=1).float() for x in (k, v))
+    lse, grad_a, delta = m + l.log(), torch.randn_like(acc), torch.randn_like(m)
+    grads = [[torch.zeros_like(acc) for _ in range(3)] for _ in range(2)]
+    for q0, q1, k0, k1 in tiles(q.shape[2]):
+        size = k1 - k0
+        bias = alibi_bias(slopes, k1, k1 + size, k0, k1, torch.float32)[:, :q1 - q0]
+        tile_backward(q, kf, vf, lse, grad_a, delta, *grads[0], q0, q1, k0, k1, slopes)
+        tile_backward(q, kf, vf, lse, grad_a, delta, *grads[1], q0, q1, k0, k1, bias=bias)
+    for mine, ref in zip(*grads):
+        assert torch.equal(mine, ref)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import torch
 
 from kernels.lora_batch import triton_available
-from kernels.tiled_prefill.reference import lowbit, tile_backward, tile_traffic, tiles
+from kernels.tiled_prefill.reference import alibi_bias, lowbit, tile_backward, tile_traffic, tiles
 from kernels.tiled_prefill.reference import update_tile as update_tile_reference
 
-__all__ = ["IMPLS", "lowbit", "resolve_impl", "tile_backward", "tile_traffic", "tiles", "update_tile",
+__all__ = ["IMPLS", "alibi_bias", "lowbit", "resolve_impl", "tile_backward", "tile_traffic", "tiles", "update_tile",
            "update_tile_reference"]
 
 IMPLS = ("auto", "triton", "reference")
@@ -39,11 +39,13 @@ def resolve_impl(impl: str, device: torch.device | str) -> str:
 
 def update_tile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Tensor, m: torch.Tensor,
                 l: torch.Tensor, q0: int, q1: int, k0: int, k1: int, slopes: torch.Tensor | None = None,  # noqa: E741
-                *, impl: str = "auto") -> None:
-    """Algorithm 2 in place (shapes in `kernels.tiled_prefill.reference`)."""
+                *, impl: str = "auto", bias: torch.Tensor | None = None) -> None:
+    """Algorithm 2 in place (shapes in `kernels.tiled_prefill.reference`). `bias`: the tile's ALiBi bias precomputed
+    by `alibi_bias`, which the reference adds instead of computing it from `slopes` (the Triton kernel always
+    computes it from `slopes` in registers)."""
     if resolve_impl(impl, q.device) == "triton":
         from kernels.tiled_prefill.triton_ops import update_tile_triton
 
         update_tile_triton(q, k, v, acc, m, l, q0, q1, k0, k1, slopes)
     else:
-        update_tile_reference(q, k, v, acc, m, l, q0, q1, k0, k1, slopes)
+        update_tile_reference(q, k, v, acc, m, l, q0, q1, k0, k1, slopes, bias)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["lowbit", "tile_backward", "tile_traffic", "tiles", "update_tile"]
+__all__ = ["alibi_bias", "lowbit", "tile_backward", "tile_traffic", "tiles", "update_tile"]
 
 
 def lowbit(s: int) -> int:
@@ -42,43 +42,61 @@ def _rows(x: torch.Tensor, heads: int, k0: int, k1: int, dtype: torch.dtype) -> 
     return rows if rows.shape[1] == heads else rows.repeat_interleave(heads // rows.shape[1], dim=1)
 
 
-def _scores(q: torch.Tensor, keys: torch.Tensor, slopes: torch.Tensor | None, q0: int, q1: int, k0: int,
-            k1: int, dtype: torch.dtype) -> torch.Tensor:
-    """S = q[q0:q1] k[k0:k1]^T (+ ALiBi) in `dtype` (fp32, or fp64 in the tests) -> [B, H, q1 - q0, k1 - k0]."""
+def alibi_bias(slopes: torch.Tensor, q0: int, q1: int, k0: int, k1: int, dtype: torch.dtype) -> torch.Tensor:
+    """[H, q1 - q0, k1 - k0]: -slope_h (j - i) for query j in [q0, q1) and key i in [k0, k1), in `dtype`.
+
+    A schedule tile always has q0 - k0 = T = k1 - k0, so the bias depends on T and the row count only: callers that
+    run many tiles (`rlib.recurrent.tiled`) compute it once per tile size and pass it as `bias`.
+    """
+    dist = torch.arange(q0, q1, device=slopes.device)[:, None] - torch.arange(k0, k1, device=slopes.device)[None, :]
+    return -slopes.to(dtype)[:, None, None] * dist.to(dtype)
+
+
+def _scores(q: torch.Tensor, keys: torch.Tensor, bias: torch.Tensor | None, q0: int, q1: int,
+            dtype: torch.dtype) -> torch.Tensor:
+    """S = q[q0:q1] k^T (+ the ALiBi bias [H, tq, tk]) in `dtype` (fp32, or fp64 in the tests) -> [B, H, tq, tk]."""
     scores = q[:, :, q0:q1].to(dtype) @ keys.transpose(-1, -2)  # keys: rows [k0, k1) from `_rows`
-    if slopes is not None:
-        dist = (torch.arange(q0, q1, device=q.device)[:, None] - torch.arange(k0, k1, device=q.device)[None, :])
-        scores = scores - slopes.to(dtype)[:, None, None] * dist.to(dtype)
-    return scores
+    return scores if bias is None else scores + bias
+
+
+def _tile_bias(slopes: torch.Tensor | None, bias: torch.Tensor | None, q0: int, q1: int, k0: int, k1: int,
+               dtype: torch.dtype) -> torch.Tensor | None:
+    if bias is not None or slopes is None:
+        return bias
+    return alibi_bias(slopes, q0, q1, k0, k1, dtype)
 
 
 @torch.no_grad()
 def update_tile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, acc: torch.Tensor, m: torch.Tensor,
-                l: torch.Tensor, q0: int, q1: int, k0: int, k1: int, slopes: torch.Tensor | None = None) -> None:  # noqa: E741
-    """Algorithm 2 (UpdateTile), in place on acc, m, l rows [q0, q1)."""
-    scores = _scores(q, _rows(k, q.shape[1], k0, k1, acc.dtype), slopes, q0, q1, k0, k1, acc.dtype)  # [B, H, tq, tk]
-    m_old = m[:, :, q0:q1]
-    m_new = torch.maximum(m_old, scores.amax(dim=-1))
+                l: torch.Tensor, q0: int, q1: int, k0: int, k1: int, slopes: torch.Tensor | None = None,  # noqa: E741
+                bias: torch.Tensor | None = None) -> None:
+    """Algorithm 2 (UpdateTile), in place on acc, m, l rows [q0, q1). `bias` [H, tq, tk], if given, is the tile's
+    ALiBi bias precomputed by `alibi_bias` (it replaces `slopes`)."""
+    bias = _tile_bias(slopes, bias, q0, q1, k0, k1, acc.dtype)
+    scores = _scores(q, _rows(k, q.shape[1], k0, k1, acc.dtype), bias, q0, q1, acc.dtype)  # [B, H, tq, tk]
+    m_rows, l_rows, acc_rows = m[:, :, q0:q1], l[:, :, q0:q1], acc[:, :, q0:q1]  # views: updated in place
+    m_new = torch.maximum(m_rows, scores.amax(dim=-1))
     p = torch.exp(scores - m_new[..., None])
-    rescale = torch.exp(m_old - m_new)
-    acc[:, :, q0:q1] = acc[:, :, q0:q1] * rescale[..., None] + p @ _rows(v, q.shape[1], k0, k1, acc.dtype)
-    l[:, :, q0:q1] = l[:, :, q0:q1] * rescale + p.sum(dim=-1)
-    m[:, :, q0:q1] = m_new
+    rescale = torch.exp(m_rows - m_new)
+    acc_rows.mul_(rescale[..., None]).add_(p @ _rows(v, q.shape[1], k0, k1, acc.dtype))
+    l_rows.mul_(rescale).add_(p.sum(dim=-1))
+    m_rows.copy_(m_new)
 
 
 @torch.no_grad()
 def tile_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor, grad_a: torch.Tensor,
                   delta: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, q0: int, q1: int,
-                  k0: int, k1: int, slopes: torch.Tensor | None = None) -> None:
+                  k0: int, k1: int, slopes: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> None:
     """The gradient of one tile, accumulated in place (FlashAttention-2's backward on one block).
 
     lse [B, H, N] = log of each query's final softmax denominator (with its running max); grad_a [B, H, N, d] =
     dL/da for the normalised attention outputs a; delta [B, H, N] = <a, grad_a>. dq [B, H, N, d], dk, dv
-    [B, H, N, d] (per query head; GQA groups are summed by the caller) are fp32.
+    [B, H, N, d] (per query head; GQA groups are summed by the caller) are fp32. `bias` as in `update_tile`.
     """
     dtype = dq.dtype
+    bias = _tile_bias(slopes, bias, q0, q1, k0, k1, dtype)
     values, keys = _rows(v, q.shape[1], k0, k1, dtype), _rows(k, q.shape[1], k0, k1, dtype)
-    p = torch.exp(_scores(q, keys, slopes, q0, q1, k0, k1, dtype) - lse[:, :, q0:q1, None])  # [B, H, tq, tk]
+    p = torch.exp(_scores(q, keys, bias, q0, q1, dtype) - lse[:, :, q0:q1, None])  # [B, H, tq, tk]
     g = grad_a[:, :, q0:q1].to(dtype)  # [B, H, tq, d]
     dv[:, :, k0:k1] += p.transpose(-1, -2) @ g
     ds = p * (g @ values.transpose(-1, -2) - delta[:, :, q0:q1, None])

@@ -5,6 +5,7 @@
     layer      RTLayer: the maps of one layer (queries, temporary and persistent pairs, post-attention block)
     naive      the position-by-position loop: the definition and the reference
     tiled      the dyadic tile schedule (Algorithm 1) with a custom backward; tiles run in kernels.tiled_prefill
+    token_maps the layer's per-position step and its hand-written VJPs, as the tiled loops call them
     graphed    GraphedPrefill: one layer's whole tiled schedule captured in one CUDA graph (Sec. 6.2, Table 2)
     latency    one layer's prefill latency: naive loop, PyTorch / Triton tiles, Transformer, eager or graphed (Fig. 4)
     model      RTModel (embeddings, layers, head), KV-cached decoding, greedy generation

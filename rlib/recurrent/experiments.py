@@ -32,7 +32,8 @@ __all__ = ["CHAPTER", "CODE_MODULES", "decode_cost", "decode_table", "exactness_
 
 CHAPTER = "04_recurrent_transformer"
 CODE_MODULES = ("rlib.recurrent.experiments", "rlib.recurrent.config", "rlib.recurrent.layer", "rlib.recurrent.model",
-                "rlib.recurrent.naive", "rlib.recurrent.tiled", "rlib.recurrent.tasks", "rlib.recurrent.synthetic",
+                "rlib.recurrent.naive", "rlib.recurrent.tiled", "rlib.recurrent.token_maps",
+                "rlib.recurrent.tasks", "rlib.recurrent.synthetic",
                 "kernels.tiled_prefill.reference", "rlib.train", "rlib.data", "rlib.vocab", "rlib.scratch_eval",
                 "rlib.tasks")
 

@@ -105,20 +105,21 @@ class RTLayer(nn.Module):
         batch, tokens, _ = x.shape
         return x.view(batch, tokens, n, self.config.head_dim).transpose(1, 2)  # [B, n, T, d]
 
-    def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """x [B, heads, T, d] rotated by RoPE at `positions` [T] (unchanged without RoPE)."""
         if self.rotary is None:
             return x
         cos, sin = self.rotary.cos_sin(positions[None].to(x.device), self.config.rope_theta, x.dtype)
         return apply_rotary(x, cos, sin)
 
     def _keys_values(self, source: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        k = self._rotate(self.k_norm(self._heads(self.k_proj(source), self.config.kv_heads)), positions)
+        k = self.rotate(self.k_norm(self._heads(self.k_proj(source), self.config.kv_heads)), positions)
         return k, self._heads(self.v_proj(source), self.config.kv_heads)  # [B, Hkv, T, d] each
 
     def pre_attention(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """x [B, T, D] at `positions` [T] -> q [B, H, T, d] (times 1/sqrt(d)), k~, v~ [B, Hkv, T, d]."""
         normed = self.attn_norm(x)
-        q = self._rotate(self.q_norm(self._heads(self.q_proj(normed), self.config.n_heads)), positions)
+        q = self.rotate(self.q_norm(self._heads(self.q_proj(normed), self.config.n_heads)), positions)
         k, v = self._keys_values(normed, positions)
         return q / math.sqrt(self.config.head_dim), k, v
 

@@ -4,15 +4,16 @@ Algorithms 1-2, App. C).
 Forward (Algorithm 1). All queries and temporary pairs come from the layer input, so they are computed at once and
 seed each query's online-softmax state with its temporary pair. Then, for t = 0..N-1: read a_t = acc_t / l_t
 (every earlier key is already in it), run the post-attention block and the persistent projections on the B tokens
-at t, write the pair into the cache, and fold keys [s - T, s) into queries [s, s + T), s = t + 1, T = lowbit(s)
-(`kernels.tiled_prefill`). Each (query, key) pair is scored once: the same FLOPs as the naive loop, but keys
-are read O(log N) times instead of O(N).
+at t (`rlib.recurrent.token_maps.TokenForward`), write the pair into the cache, and fold keys [s - T, s) into
+queries [s, s + T), s = t + 1, T = lowbit(s) (`kernels.tiled_prefill`). Each (query, key) pair is scored once:
+the same FLOPs as the naive loop, but keys are read O(log N) times instead of O(N).
 
 Backward (custom autograd; only x and z are saved, as the paper's activation checkpointing does). The queries,
 temporary pairs and persistent pairs are recomputed in parallel from x and z. A reverse loop then carries the
 only sequential dependency, z_t -> (k_t, v_t) -> later a -> later z: at position t the gradient reaching (k_t, v_t)
 is complete, is pushed through the persistent projections into z_t, then through the post-attention block into
-a_t, and the tile that read keys [t - T, t) with queries [t, t + T) sends its gradient back to those keys (the
+a_t (hand-written VJPs at the forward's values, `token_maps.TokenVJP`: no autograd graph per position), and the
+tile that read keys [t - T, t) with queries [t, t + T) sends its gradient back to those keys (the
 mirror of the forward schedule). Parameter and input gradients are then taken in three batched backward calls.
 """
 
@@ -20,14 +21,32 @@ from __future__ import annotations
 
 import torch
 
-from kernels.tiled_prefill import resolve_impl, tile_backward, update_tile
+from kernels.tiled_prefill import alibi_bias, resolve_impl, tile_backward, update_tile
 from rlib.recurrent.layer import RTLayer, accumulation_dtype, expand_heads
+from rlib.recurrent.token_maps import TokenForward, TokenVJP
 
 __all__ = ["tiled_layer"]
 
 
-def _slopes(layer: RTLayer, dtype: torch.dtype) -> torch.Tensor | None:
-    return layer.slopes_in(dtype) if layer.config.position == "alibi" else None
+class _TileBias:
+    """Each tile's ALiBi bias, computed once per tile size T (a tile's queries start T after its keys, so its bias is
+    the first rows of T's) and kept up to `max_elements` per size; None without ALiBi."""
+
+    def __init__(self, layer: RTLayer, dtype: torch.dtype, max_elements: int = 1 << 20):
+        """`dtype`: the accumulation dtype (fp32, or fp64 in the tests), which the slopes and the bias take."""
+        self.slopes = layer.slopes_in(dtype) if layer.config.position == "alibi" else None  # [H] or None
+        self.dtype, self.max_elements, self.by_size = dtype, max_elements, {}
+
+    def __call__(self, q0: int, q1: int, k0: int, k1: int) -> torch.Tensor | None:
+        if self.slopes is None:
+            return None
+        size = k1 - k0
+        full = self.by_size.get(size)
+        if full is None:
+            full = alibi_bias(self.slopes, k1, k1 + size, k0, k1, self.dtype)  # [H, T, T]
+            if full.numel() <= self.max_elements:
+                self.by_size[size] = full
+        return full[:, :q1 - q0]
 
 
 def _sum_groups(x: torch.Tensor, kv_heads: int) -> torch.Tensor:
@@ -50,18 +69,17 @@ def tiled_forward(layer: RTLayer, x: torch.Tensor, positions: torch.Tensor,
     acc = expand_heads(v_tmp, heads).to(dtype).contiguous()  # [B, H, N, d]
     keys, values = torch.empty_like(k_tmp).contiguous(), torch.empty_like(v_tmp).contiguous()
     z = torch.empty_like(x)
-    slopes = _slopes(layer, x.dtype)
+    tile_bias = _TileBias(layer, dtype)
+    step = TokenForward(layer, positions)
     for t in range(n):
-        a_t = acc[:, :, t:t + 1] / den[:, :, t:t + 1, None]  # [B, H, 1, d]
-        z_t = layer.post_attention(x[:, t:t + 1], a_t)  # [B, 1, D]
-        k_t, v_t = layer.persistent_kv(z_t, positions[t:t + 1])
-        z[:, t] = z_t[:, 0]
-        keys[:, :, t] = k_t[:, :, 0]
-        values[:, :, t] = v_t[:, :, 0]
+        a_t = acc[:, :, t] / den[:, :, t, None]  # [B, H, d]
+        z[:, t], keys[:, :, t], values[:, :, t] = step(t, x[:, t], a_t)
         s = t + 1
         if s < n:
             size = s & -s
-            update_tile(q, keys, values, acc, m, den, s, min(s + size, n), s - size, s, slopes, impl=impl)
+            q1, k0 = min(s + size, n), s - size
+            update_tile(q, keys, values, acc, m, den, s, q1, k0, s, tile_bias.slopes, impl=impl,
+                        bias=tile_bias(s, q1, k0, s))
     return {"z": z, "k": keys, "v": values, "a": acc / den[..., None], "lse": m + torch.log(den)}
 
 
@@ -71,37 +89,33 @@ def tiled_backward(layer: RTLayer, x: torch.Tensor, positions: torch.Tensor, sav
     n = x.shape[1]
     kv_heads = layer.config.kv_heads
     z, a, lse = saved["z"], saved["a"], saved["lse"]
-    slopes = _slopes(layer, x.dtype)
     with torch.enable_grad():
         x_in = x.detach().requires_grad_(True)
         q, k_tmp, v_tmp = layer.pre_attention(x_in, positions)
         z_out = layer.post_attention(x_in, a)  # a is a constant here: its gradient is found in the loop
         keys, values = layer.persistent_kv(z.detach(), positions)  # parameters only; z's part is in the loop
     heads, dtype = q.shape[1], a.dtype
+    tile_bias = _TileBias(layer, dtype)
     qf = q.detach().to(dtype)
     kf, vf = expand_heads(keys.detach(), heads).to(dtype), expand_heads(values.detach(), heads).to(dtype)
     dq, dk, dv = torch.zeros_like(qf), torch.zeros_like(kf), torch.zeros_like(vf)  # [B, H, N, d]
     grad_a = torch.zeros_like(a)  # [B, H, N, d] fp32
     delta = torch.zeros_like(lse)  # [B, H, N]
-    dz = grad_z.detach().to(z.dtype).clone()  # [B, N, D]: the upstream gradient, plus the persistent pairs'
+    token = TokenVJP(layer, x.detach(), a, z.detach(), positions)  # the per-position maps, linearised
+    dz = grad_z.detach().to(dtype).transpose(0, 1).contiguous()  # [N, B, D]: upstream, plus the persistent pairs'
     for t in reversed(range(n)):
-        with torch.enable_grad():
-            a_t = a[:, :, t:t + 1].detach().requires_grad_(True)
-            z_t = layer.post_attention(x[:, t:t + 1].detach(), a_t)  # [B, 1, D]: recomputes the saved z_t exactly
-            if t < n - 1:  # (k_t, v_t) was read by later queries: its gradient is complete now, and one backward call
-                # takes the upstream dz_t and the pair's gradient through z_t (their sum is dz_t's total) to a_t
-                k_t, v_t = layer.persistent_kv(z_t, positions[t:t + 1])
-                dz_t, g_t = torch.autograd.grad((z_t, k_t, v_t), (z_t, a_t), (
-                    dz[:, t:t + 1], _sum_groups(dk[:, :, t:t + 1], kv_heads).to(k_t.dtype),
-                    _sum_groups(dv[:, :, t:t + 1], kv_heads).to(v_t.dtype)))
-                dz[:, t:t + 1] = dz_t
-            else:
-                (g_t,) = torch.autograd.grad(z_t, a_t, dz[:, t:t + 1])
-        grad_a[:, :, t:t + 1] = g_t
-        delta[:, :, t] = (g_t[:, :, 0] * a[:, :, t]).sum(-1)
+        dz_t = dz[t]  # [B, D]
+        if t < n - 1:  # (k_t, v_t) was read by later queries: its gradient is complete now and adds to z_t's
+            dz_t = dz_t + token.through_pair(t, dk[:, :, t], dv[:, :, t])
+            dz[t] = dz_t
+        g_t = token.through_block(t, dz_t)  # [B, H, d]
+        grad_a[:, :, t] = g_t
+        delta[:, :, t] = (g_t * a[:, :, t]).sum(-1)
         if t >= 1:
             size = t & -t
-            tile_backward(qf, kf, vf, lse, grad_a, delta, dq, dk, dv, t, min(t + size, n), t - size, t, slopes)
+            q1, k0 = min(t + size, n), t - size
+            tile_backward(qf, kf, vf, lse, grad_a, delta, dq, dk, dv, t, q1, k0, t, bias=tile_bias(t, q1, k0, t))
+    dz = dz.transpose(0, 1)  # [B, N, D]
     # the temporary pairs (the diagonal)
     kt, vt = expand_heads(k_tmp.detach(), heads).to(dtype), expand_heads(v_tmp.detach(), heads).to(dtype)
     p_diag = torch.exp((qf * kt).sum(-1) - lse)  # [B, H, N]
