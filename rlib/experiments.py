@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 from rlib import paths
 from rlib.config import runs_profile
 from rlib.fsutil import atomic_path
+from rlib.grid_workers import resolve_workers, run_in_workers
 
 __all__ = ["RESULT_FILE", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
            "run_key", "stored_result", "training_curves", "work_dir"]
@@ -145,7 +146,7 @@ class RunSlot:
 
 def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot], dict[str, Any]],
              context: tuple | Callable[[Any], tuple] = (), modules: Sequence[str] = (), desc: str = "runs",
-             unit: str = "run") -> list[dict[str, Any]]:
+             unit: str = "run", workers: int | str = 1) -> list[dict[str, Any]]:
     """Every item (with a `.name`) through `cached` under `work/<name>/`, with a progress bar.
 
     The key of an item is `digest(item, *context, code)` where `context` is a tuple of the settings that decide
@@ -156,6 +157,11 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
     whose current result is stored without its `model/` folder (kept only where a grid needed it, e.g. the cpu
     profile's grid has no child of it but cpu-long's has) is computed again, which saves the model; its result is the
     stored one again, training being deterministic.
+
+    `workers` > 1 (or "auto", `rlib.grid_workers.resolve_workers`) computes the missing runs in that many worker
+    processes, one torch thread each, for runs bound by op dispatch rather than arithmetic; `compute` must then be
+    importable by a worker (a module-level function or a functools.partial of one). A grid with parent items runs in
+    this process.
     """
     from rlib.model import convert
     from rlib.progress import progress
@@ -166,13 +172,48 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
         raise ValueError(f"run names must be unique in a grid; repeated: {repeated}")
     parents = {parent.name for item in items if (parent := getattr(item, "parent", None)) is not None} & set(names)
     code = code_digest(*modules)  # once per grid: an edit during a long grid does not re-key its later runs
-    results = []
-    for item in progress(items, desc=desc, unit=unit):
+    slots = []
+    for item in items:
         extra = context(item) if callable(context) else context
-        slot = RunSlot(Path(work) / item.name, digest(item, *extra, code))  # = run_key(item, extra, modules)
+        slots.append(RunSlot(Path(work) / item.name, digest(item, *extra, code)))  # = run_key(item, extra, modules)
+    n_workers = 1 if parents else resolve_workers(workers)
+    missing = [i for i, slot in enumerate(slots) if stored_result(slot.folder, slot.key) is None]
+    if n_workers > 1 and len(missing) > 1:
+        return _run_grid_in_workers(items, slots, missing, compute, n_workers, desc, unit)
+    results = []
+    for item, slot in zip(progress(items, desc=desc, unit=unit), slots):
         unsaved = item.name in parents and not (slot.folder / "model" / convert.CONFIG_FILE).exists()
         results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s), refresh=unsaved))
     return results
+
+
+def _run_grid_in_workers(items: Sequence[Any], slots: list[RunSlot], missing: list[int], compute: Callable,
+                         workers: int, desc: str, unit: str) -> list[dict[str, Any]]:
+    """`run_grid`'s stored results read here, its missing ones computed by `rlib.grid_workers` (counted in this
+    process's tally with the seconds each worker stored)."""
+    from rlib.progress import progress
+
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    def changed() -> dict[str, Any]:
+        raise RuntimeError("a stored result changed while the grid started; run the grid again")
+
+    for i in sorted(set(range(len(items))) - set(missing)):
+        results[i] = cached(slots[i].folder, slots[i].key, changed)  # a current result: read (and counted)
+    bar = progress(total=len(missing), desc=f"{desc} ({workers} workers)", unit=unit)
+
+    def done(index: int, result: dict[str, Any]) -> None:
+        slot = slots[missing[index]]
+        results[missing[index]] = result
+        stored = json.loads((slot.folder / RESULT_FILE).read_text())
+        _TALLY["computed"] += 1
+        _TALLY["computed_s"] += float(stored.get("seconds", 0.0))
+        bar.update(1)
+
+    try:
+        run_in_workers([(items[i], slots[i]) for i in missing], compute, workers, done)
+    finally:
+        bar.close()
+    return results  # type: ignore[return-value]
 
 
 def training_curves(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:

@@ -28,7 +28,10 @@ class _Lines:
 
 
 def progress(iterable: Iterable | None = None, total: int | None = None, desc: str | None = None, **kw: Any):
-    """A tqdm bar for the current environment; keyword arguments go to tqdm and win over defaults."""
+    """A tqdm bar for the current environment; keyword arguments go to tqdm and win over defaults. RLIB_PROGRESS=off
+    silences every bar (grid worker processes set it: the parent's bar counts their runs)."""
+    if os.environ.get("RLIB_PROGRESS", "") == "off":
+        kw = {"disable": True, **kw}
     if os.environ.get("RLIB_BOOK_RUNNER", "") not in ("", "0"):
         from tqdm.std import tqdm
 

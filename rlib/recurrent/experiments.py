@@ -10,6 +10,7 @@ backward is exact in the dtype it runs in.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -155,9 +156,15 @@ def task_grid_key(cfg: RecurrentConfig) -> tuple:
             cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe)
 
 
+def _task_in_slot(run: TaskRun, slot: RunSlot, cfg: RecurrentConfig) -> dict[str, Any]:
+    return run_task(run, cfg)
+
+
 def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
-    return run_grid(task_runs(cfg), work, lambda r, slot: run_task(r, cfg), context=task_grid_key(cfg),
-                    modules=CODE_MODULES, desc="task runs")
+    """Every task run, the missing ones in one worker process per core (`rlib.grid_workers`: a task step is bound by
+    op dispatch, so two one-thread runs side by side take about the time of one two-thread run)."""
+    return run_grid(task_runs(cfg), work, functools.partial(_task_in_slot, cfg=cfg), context=task_grid_key(cfg),
+                    modules=CODE_MODULES, desc="task runs", workers="auto")
 
 
 # ---- language models ------------------------------------------------------------------------------------------
@@ -212,6 +219,11 @@ def lm_grid_key(cfg: RecurrentConfig) -> dict[str, Any]:
                                          "lm_downstream_items")}
 
 
+def _lm_in_slot(run: LMRun, slot: RunSlot, cfg: RecurrentConfig) -> dict[str, Any]:
+    return run_lm(run, cfg, slot)
+
+
 def run_lm_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
-    return run_grid(lm_runs(cfg), work, lambda r, slot: run_lm(r, cfg, slot), context=(lm_grid_key(cfg),),
-                    modules=CODE_MODULES, desc="LM runs")
+    """Every language-model run, the missing ones in one worker process per core (as `run_task_grid`)."""
+    return run_grid(lm_runs(cfg), work, functools.partial(_lm_in_slot, cfg=cfg), context=(lm_grid_key(cfg),),
+                    modules=CODE_MODULES, desc="LM runs", workers="auto")

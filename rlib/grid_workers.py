@@ -1,0 +1,87 @@
+"""A grid's missing runs in worker processes that share the cores, one torch thread each (`run_grid(..., workers=)`).
+
+Some runs are bound by Python and op dispatch, not by arithmetic: chapter 04 steps its small Recurrent Transformers
+position by position, and one task-training step issues about 29,000 ATen calls of a few microseconds each. One core
+does that work; a second torch thread only adds synchronisation (`benchmarks/rt_step_ops.py --threads 2` against
+`--threads 1`). Two such runs side by side, one thread each, take about the time of one, so a grid of them finishes
+in about half the time on two cores.
+
+Each worker is a fresh `spawn`ed process (safe under Jupyter and papermill kernels), sets its torch threads to the
+parent's count divided by the workers, and runs `rlib.experiments.cached` itself: a finished run's `result.json` is
+written atomically as in a sequential grid, so an interrupted or failed grid keeps every run that finished and
+resumes from there. A run that fails stops the grid with its name and the worker's traceback: runs not yet started
+are cancelled, runs in progress finish and are stored first.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PROGRESS_ENV", "resolve_workers", "run_in_workers"]
+
+PROGRESS_ENV = "RLIB_PROGRESS"  # "off" silences rlib.progress bars (set in workers: the parent's bar counts runs)
+
+
+def resolve_workers(workers: int | str) -> int:
+    """`workers` as a count: "auto" = one per torch thread on a machine without CUDA (each worker then runs one
+    thread), 1 with CUDA (runs share one device); an int >= 1 as given."""
+    if workers == "auto":
+        import torch
+
+        return 1 if torch.cuda.is_available() else max(1, torch.get_num_threads())
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers={workers!r}: give a count >= 1 or 'auto'")
+    return workers
+
+
+def _start_worker(threads: int) -> None:
+    import torch
+
+    os.environ[PROGRESS_ENV] = "off"
+    os.environ["RLIB_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+
+
+def _run_one(job: tuple[int, Callable, Any, Any]) -> tuple[int, dict[str, Any]]:
+    from rlib.experiments import cached
+
+    index, compute, item, slot = job
+    try:
+        return index, cached(slot.folder, slot.key, lambda: compute(item, slot))
+    except Exception as err:
+        raise RuntimeError(f"run {getattr(item, 'name', item)!r}: {type(err).__name__}: {err}") from err
+
+
+def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any], dict[str, Any]], workers: int,
+                   on_done: Callable[[int, dict[str, Any]], None]) -> None:
+    """Run `compute(item, slot)` for every (item, slot) of `jobs` through `cached` in `workers` processes; call
+    `on_done(index, result)` in this process as each finishes (any order)."""
+    try:
+        pickle.dumps(compute)
+    except Exception as err:  # a lambda or a closure cannot reach a spawned process
+        raise ValueError(f"workers={workers} needs a compute function a worker process can import (a module-level "
+                         f"function or a functools.partial of one); got {compute!r} ({err})") from err
+    import torch
+
+    threads = max(1, torch.get_num_threads() // workers)
+    # concurrent.futures' workers are not daemonic (multiprocessing.Pool's are), so a run may start processes itself
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(threads,))
+    with pool:
+        futures = [pool.submit(_run_one, (i, compute, item, slot)) for i, (item, slot) in enumerate(jobs)]
+        try:
+            for future in as_completed(futures):
+                index, result = future.result()
+                on_done(index, result)
+        except BaseException as err:
+            pool.shutdown(wait=False, cancel_futures=True)  # queued runs never start; running ones finish and are kept
+            if isinstance(err, Exception):
+                raise RuntimeError(f"a run of the grid failed in a worker process (the runs that finished are kept in "
+                                   f"their folders under {Path(jobs[0][1].folder).parent}): {err}") from err
+            raise

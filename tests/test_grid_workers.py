@@ -1,0 +1,86 @@
+"""rlib.grid_workers through rlib.experiments.run_grid: missing runs computed in spawned worker processes (one torch
+thread each), results in the grid's order and stored as a sequential grid stores them, read back on the next call,
+clear errors for a compute a worker cannot import and for a failing run."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from rlib import experiments
+from rlib.grid_workers import resolve_workers
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    value: int
+
+
+def square(item: Item, slot: experiments.RunSlot) -> dict:
+    """A module-level compute: a worker imports it by name."""
+    if item.value < 0:
+        raise ValueError(f"negative value {item.value}")
+    return {"name": item.name, "square": item.value ** 2, "pid": os.getpid(), "threads": torch.get_num_threads()}
+
+
+ITEMS = [Item("a", 2), Item("b", 3), Item("c", 4)]
+
+
+def start_a_process(item: Item, slot: experiments.RunSlot) -> dict:
+    """A run that starts a process of its own (chapter 04's LM runs do): a daemonic worker could not."""
+    child = multiprocessing.get_context("spawn").Process(target=os.getpid)
+    child.start()
+    child.join()
+    return {"name": item.name, "child_exit": child.exitcode}
+
+
+def test_workers_compute_missing_runs_in_other_processes_and_store_them(tmp_path):
+    before = experiments.cache_tally()
+    results = experiments.run_grid(ITEMS, tmp_path, square, workers=2)
+    assert [r["square"] for r in results] == [4, 9, 16]  # the grid's order, whatever order the workers finished in
+    assert all(r["pid"] != os.getpid() for r in results) and all(r["threads"] == 1 for r in results)
+    after = experiments.cache_tally()
+    assert after["computed"] - before["computed"] == 3
+    for item, r in zip(ITEMS, results):
+        stored = json.loads((tmp_path / item.name / experiments.RESULT_FILE).read_text())
+        assert stored["result"] == r and stored["key"] == experiments.run_key(item)
+    again = experiments.run_grid(ITEMS, tmp_path, square, workers=2)  # all current: read back, nothing computed
+    assert again == results and experiments.cache_tally()["computed"] == after["computed"]
+
+
+def test_a_grid_with_one_missing_run_computes_it_here(tmp_path):
+    experiments.run_grid(ITEMS[:2], tmp_path, square, workers=2)
+    results = experiments.run_grid(ITEMS, tmp_path, square, workers=2)
+    assert results[2]["pid"] == os.getpid() and results[2]["square"] == 16
+
+
+def test_a_run_in_a_worker_may_start_processes(tmp_path):
+    results = experiments.run_grid(ITEMS[:2], tmp_path, start_a_process, workers=2)
+    assert [r["child_exit"] for r in results] == [0, 0]
+
+
+def test_a_lambda_compute_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="module-level function or a functools.partial"):
+        experiments.run_grid(ITEMS, tmp_path, lambda item, slot: square(item, slot), workers=2)
+    assert not any((tmp_path / item.name / experiments.RESULT_FILE).exists() for item in ITEMS)
+
+
+def test_a_failing_run_is_named_and_the_finished_ones_are_kept(tmp_path):
+    experiments.run_grid(ITEMS[:1], tmp_path, square)
+    with pytest.raises(RuntimeError, match="run 'bad'.*negative value -1"):
+        experiments.run_grid([*ITEMS[:1], Item("bad", -1), Item("d", 5)], tmp_path, square, workers=2)
+    assert experiments.stored_result(tmp_path / "a", experiments.run_key(ITEMS[0]))["square"] == 4
+
+
+def test_worker_counts_are_checked():
+    assert resolve_workers(3) == 3
+    assert resolve_workers("auto") == (1 if torch.cuda.is_available() else torch.get_num_threads())
+    for bad in (0, -2, "two", True, 1.5):
+        with pytest.raises(ValueError, match="workers="):
+            resolve_workers(bad)
