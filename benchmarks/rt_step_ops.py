@@ -1,15 +1,18 @@
 """Why a Recurrent Transformer trains slower than its Transformer twin on CPU (paper 002, Sec. 5-6: the tiled
 forward and its reverse loop step the layer position by position): chapter 04's task training (`rlib.recurrent.
 synthetic.fit` with the cpu preset's width, batch, learning rate and loss, on fuzzy recall) timed per step for both
-blocks, with the ATen op calls one step issues (torch.profiler; nested calls counted) and the wall time per call,
-measured in one run.
+blocks at each thread count, with the ATen op calls one step issues (torch.profiler; nested calls counted) and the
+wall time per call; then the throughput of two one-thread processes stepping at once (how chapter 04's grids run,
+`rlib.grid_workers`) against one two-thread process. Everything measured in one run.
 
-    .venv/bin/python benchmarks/rt_step_ops.py [--threads 1] [--steps 5]
+    .venv/bin/python benchmarks/rt_step_ops.py [--threads 1 2] [--steps 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -43,20 +46,58 @@ def measure(block: str, steps: int, cfg: RecurrentConfig) -> dict[str, float]:
             "us_per_call": seconds / calls * 1e6}
 
 
+def _one_thread_run(steps: int) -> float:
+    """ms per RT task step in a fresh process with one torch thread (a grid worker's set-up)."""
+    torch.set_num_threads(1)
+    return measure("recurrent", steps, RecurrentConfig.preset("cpu"))["ms_per_step"]
+
+
+def side_by_side(steps: int, workers: int = 2) -> dict[str, float]:
+    """RT task steps per second from `workers` one-thread processes running at once (`rlib.grid_workers`' layout)
+    against one process with `workers` threads, timed in this run."""
+    torch.set_num_threads(workers)
+    alone = measure("recurrent", steps, RecurrentConfig.preset("cpu"))["ms_per_step"]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        each = list(pool.map(_one_thread_run, [steps] * workers))
+    return {"threaded_steps_per_s": 1e3 / alone, "workers_steps_per_s": sum(1e3 / ms for ms in each),
+            "threaded_ms": alone, "worker_ms": sum(each) / workers}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                        help="torch thread counts to time, in one run (default: 1 and 2)")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--side-by-side", type=int, default=2, metavar="WORKERS",
+                        help="also time WORKERS one-thread processes at once against one WORKERS-thread process "
+                             "(0: skip)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
     cfg = RecurrentConfig.preset("cpu")
-    rows = {block: measure(block, args.steps, cfg) for block in ("recurrent", "transformer")}
-    for block, row in rows.items():
-        print(f"{block:12s} {row['ms_per_step']:7.1f} ms/step  {row['aten_calls']:6d} ATen calls "
-              f"({row['calls_per_position']:.0f} per position)  {row['us_per_call']:.1f} us per call")
-    rt, tf = rows["recurrent"], rows["transformer"]
-    print(f"recurrent / transformer: {rt['ms_per_step'] / tf['ms_per_step']:.2f}x the time, "
-          f"{rt['aten_calls'] / tf['aten_calls']:.1f}x the op calls ({args.threads} thread(s))")
+    by_threads = {}
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        rows = {block: measure(block, args.steps, cfg) for block in ("recurrent", "transformer")}
+        by_threads[threads] = rows
+        for block, row in rows.items():
+            print(f"{threads} thread(s)  {block:12s} {row['ms_per_step']:7.1f} ms/step  {row['aten_calls']:6d} ATen "
+                  f"calls ({row['calls_per_position']:.0f} per position)  {row['us_per_call']:.1f} us per call")
+        rt, tf = rows["recurrent"], rows["transformer"]
+        print(f"{threads} thread(s)  recurrent / transformer: {rt['ms_per_step'] / tf['ms_per_step']:.2f}x the time, "
+              f"{rt['aten_calls'] / tf['aten_calls']:.1f}x the op calls")
+    if len(by_threads) > 1:
+        first, *others = sorted(by_threads)
+        for threads in others:
+            for block in ("recurrent", "transformer"):
+                ratio = by_threads[threads][block]["ms_per_step"] / by_threads[first][block]["ms_per_step"]
+                print(f"{block}: {threads} threads take {ratio:.2f}x the time per step of {first} "
+                      f"(below 1: the extra threads help)")
+    if args.side_by_side > 1:
+        row = side_by_side(args.steps * 4, args.side_by_side)
+        print(f"recurrent, {args.side_by_side} one-thread processes at once: {row['workers_steps_per_s']:.1f} steps/s "
+              f"({row['worker_ms']:.1f} ms/step each) vs one {args.side_by_side}-thread process "
+              f"{row['threaded_steps_per_s']:.1f} steps/s ({row['threaded_ms']:.1f} ms/step): "
+              f"{row['workers_steps_per_s'] / row['threaded_steps_per_s']:.2f}x the throughput "
+              "(chapter 04's grids use the first layout, `rlib.grid_workers`)")
 
 
 if __name__ == "__main__":

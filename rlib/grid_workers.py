@@ -44,6 +44,7 @@ def _start_worker(threads: int) -> None:
     import torch
 
     os.environ[PROGRESS_ENV] = "off"
+    os.environ["TQDM_DISABLE"] = "1"  # bars made by tqdm directly (lm-eval, evaluation loops) default to off as well
     os.environ["RLIB_THREADS"] = str(threads)
     torch.set_num_threads(threads)
 
