@@ -210,7 +210,7 @@ def _run_grid_in_workers(items: Sequence[Any], slots: list[RunSlot], missing: li
         bar.update(1)
 
     try:
-        run_in_workers([(items[i], slots[i]) for i in missing], compute, workers, done)
+        run_in_workers([(items[i], slots[i]) for i in missing], compute, workers, done, cached)
     finally:
         bar.close()
     return results  # type: ignore[return-value]

@@ -49,10 +49,8 @@ def _start_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _run_one(job: tuple[int, Callable, Any, Any]) -> tuple[int, dict[str, Any]]:
-    from rlib.experiments import cached
-
-    index, compute, item, slot = job
+def _run_one(job: tuple[int, Callable, Callable, Any, Any]) -> tuple[int, dict[str, Any]]:
+    index, cached, compute, item, slot = job
     try:
         return index, cached(slot.folder, slot.key, lambda: compute(item, slot))
     except Exception as err:
@@ -60,9 +58,12 @@ def _run_one(job: tuple[int, Callable, Any, Any]) -> tuple[int, dict[str, Any]]:
 
 
 def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any], dict[str, Any]], workers: int,
-                   on_done: Callable[[int, dict[str, Any]], None]) -> None:
-    """Run `compute(item, slot)` for every (item, slot) of `jobs` through `cached` in `workers` processes; call
-    `on_done(index, result)` in this process as each finishes (any order)."""
+                   on_done: Callable[[int, dict[str, Any]], None],
+                   cached: Callable[[Path, str, Callable[[], dict[str, Any]]], dict[str, Any]]) -> None:
+    """Run `cached(slot.folder, slot.key, lambda: compute(item, slot))` for every (item, slot) of `jobs` in `workers`
+    processes; call `on_done(index, result)` in this process as each finishes (any order). `cached` is
+    `rlib.experiments.cached`, passed in (a worker unpickles it by name) so that this module imports nothing of
+    `rlib.experiments`, which imports it."""
     try:
         pickle.dumps(compute)
     except Exception as err:  # a lambda or a closure cannot reach a spawned process
@@ -75,7 +76,7 @@ def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any]
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(threads,))
     with pool:
-        futures = [pool.submit(_run_one, (i, compute, item, slot)) for i, (item, slot) in enumerate(jobs)]
+        futures = [pool.submit(_run_one, (i, cached, compute, item, slot)) for i, (item, slot) in enumerate(jobs)]
         try:
             for future in as_completed(futures):
                 index, result = future.result()
