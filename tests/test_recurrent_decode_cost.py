@@ -45,6 +45,23 @@ def test_table_ratios_are_to_the_twin_of_the_same_shape():
     first = table[(table["shape"] == "deep") & (table["block"] == "transformer")]
     assert (first["ms_vs_first_transformer"] == 1.0).all()
     assert (table["ms_per_token"] > 0).all()
+    assert (twins["ms_per_token_ratio_lo"] == 1.0).all() and (twins["ms_per_token_ratio_hi"] == 1.0).all()
+    rt = table[table["block"] == "recurrent"]
+    assert ((rt["ms_per_token_ratio_lo"] <= rt["ms_per_token_ratio"])
+            & (rt["ms_per_token_ratio"] <= rt["ms_per_token_ratio_hi"])).all() and (table["rounds"] == 1).all()
+
+
+def test_paired_ratios_are_taken_round_by_round(monkeypatch):
+    """Each round's ratio is its own RT time over its own T time: a slow spell that hits both blocks of one round
+    (the second round here, 10x slower) leaves that round's ratio as it is."""
+    from rlib.recurrent import decode_cost
+
+    ticks = iter([2.0, 1.0, 20.0, 10.0, 2.2, 1.0] * 4)  # per round: RT, T (seconds per step, faked clock below)
+    monkeypatch.setattr(decode_cost, "time_decode", lambda model, batch, context, steps: next(ticks))
+    table = decode_cost.decode_cost_table({"deep": _config("recurrent")}, batches=(1,), context=4, steps=2, repeats=3)
+    rt = table[table["block"] == "recurrent"].iloc[0]
+    assert rt["ms_per_token_ratio"] == pytest.approx(2.0) and rt["ms_per_token_ratio_lo"] == pytest.approx(2.0)
+    assert rt["ms_per_token_ratio_hi"] == pytest.approx(2.2) and rt["rounds"] == 3
 
 
 @pytest.mark.parametrize("kwargs", [dict(batches=()), dict(batches=(0,)), dict(context=0), dict(steps=0),

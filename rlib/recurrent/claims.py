@@ -123,7 +123,9 @@ SPECS = (
           "optimized decoding latency to future work').",
           "decode_cost: per-token decode time of RTModel.decode_step vs the Transformer twin at the LM's deep shape "
           "(L, D), every batch measured: ratio <= 1.2 (threshold ours: one extra K/V projection, ~+2D^2 on ~12D^2 "
-          "MACs); the counted MACs per token are reported beside.", "decode_cost.csv"),
+          "MACs) in every paired round (ms_per_token_ratio_hi <= 1.2; each round times both blocks back to back), "
+          "above it in every round for a 'not held', and a spread that straddles 1.2 is timing noise, not a verdict; "
+          "the counted MACs per token are reported beside.", "decode_cost.csv"),
     # ---- Sec. 7.1, Figs. 5-6: synthetic tasks
     _spec("rt.fig5.recall_sequence_accuracy", "Sec. 7.1, Fig. 5, App. D.2",
           "One RT layer vs one Transformer layer on MAD (Poli et al. 2024) plus copy: at sequence level RTs "
@@ -628,10 +630,15 @@ def _decode_cost(tables, cfg) -> Verdict:
     deep = table[(table["shape"] == first) & (table["block"] == "recurrent")].sort_values("batch")
     twin = table[(table["shape"] == first) & (table["block"] == "transformer")].set_index("batch")
     shape = f"L {int(deep['n_layers'].iloc[0])}, D {int(deep['d_model'].iloc[0])}"
-    parts = [f"batch {int(row.batch)}: RT / T {row.ms_per_token_ratio:.2f}x per token ({row.ms_per_token:.3f} vs "
+    if not {"ms_per_token_ratio_lo", "ms_per_token_ratio_hi"} <= set(table.columns):
+        return None, ("needs: the spread of the paired rounds (decode_cost.csv columns ms_per_token_ratio_lo / _hi): "
+                      "one ratio of milliseconds-long steps cannot tell a cost from the noise of a shared CPU"), None
+    parts = [f"batch {int(row.batch)}: RT / T {row.ms_per_token_ratio:.2f}x per token "
+             f"[{row.ms_per_token_ratio_lo:.2f}, {row.ms_per_token_ratio_hi:.2f}] ({row.ms_per_token:.3f} vs "
              f"{twin.loc[row.batch, 'ms_per_token']:.3f} ms)" for row in deep.itertuples()]
     macs = deep.iloc[0]
     measured = (f"{first} ({shape}, context {int(macs['context'])}): " + "; ".join(parts)
+                + f" (median [min, max] of {int(macs['rounds'])} paired rounds)"
                 + f"; counted MACs per token RT / T {macs['macs_per_token_ratio']:.3f} "
                 f"({macs['macs_per_token_no_head_ratio']:.3f} without the shared head)")
     others = table[(table["shape"] != first) & (table["block"] == "recurrent")
@@ -639,16 +646,22 @@ def _decode_cost(tables, cfg) -> Verdict:
     measured += "".join(f"; {row.shape} RT vs {first} T: {row.ms_vs_first_transformer:.2f}x per token, KV floats "
                         f"{int(row.kv_floats_per_token)} vs {int(twin['kv_floats_per_token'].iloc[0])}"
                         for row in others.itertuples())
-    held = bool((deep["ms_per_token_ratio"] <= 1.2).all())
-    worst = deep.loc[deep["ms_per_token_ratio"].idxmax()]
+    if bool((deep["ms_per_token_ratio_hi"] <= 1.2).all()):
+        return True, measured, None
+    if not bool((deep["ms_per_token_ratio_lo"] > 1.2).any()):  # no batch above 1.2 in every round
+        noisy = deep[deep["ms_per_token_ratio_hi"] > 1.2].iloc[0]
+        return ("not testable at this scale", measured + f"; at batch {int(noisy['batch'])} the paired rounds span "
+                f"{noisy['ms_per_token_ratio_lo']:.2f}-{noisy['ms_per_token_ratio_hi']:.2f}x, across the 1.2 "
+                "threshold: timing noise of a shared CPU at milliseconds per step, not a cost", None)
+    worst = deep.loc[deep["ms_per_token_ratio_lo"].idxmax()]  # the batch slower in every round
     rate = worst["macs_per_token"] / (worst["ms_per_token"] / 1e3) / 1e9
     if worst["macs_per_token_ratio"] <= 1.2:
-        return held, measured, ("scale", f"the counted MACs differ by only x{worst['macs_per_token_ratio']:.3f}, yet "
+        return False, measured, ("scale", f"the counted MACs differ by only x{worst['macs_per_token_ratio']:.3f}, yet "
                                 f"the time by x{worst['ms_per_token_ratio']:.2f}: at D = {int(worst['d_model'])} a "
                                 f"decode step runs at {rate:.2f} GMAC/s, so it is bound by the number of ops per "
                                 "layer (the persistent pair adds a norm, two projections and a norm), not by its "
                                 "arithmetic; the MAC ratio is what carries to the paper's widths")
-    return held, measured, ("setup", f"the recurrent step counts x{worst['macs_per_token_ratio']:.3f} the MACs of "
+    return False, measured, ("setup", f"the recurrent step counts x{worst['macs_per_token_ratio']:.3f} the MACs of "
                             "its twin: more than the persistent pair's two projections")
 
 

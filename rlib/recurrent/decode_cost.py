@@ -11,6 +11,10 @@ attention, MLP) and then projects its output to the persistent pair (Eq. 1-2): t
     ms_per_token       wall time of one decode step at a context of `context` tokens, the median over repeats of a
                        run of `steps` steps; the two blocks are timed alternately in one process so that machine
                        drift hits both
+    ms_per_token_ratio the median over paired rounds of the round's RT / T time (each round times every model back
+                       to back, so a slow spell of a shared machine hits both alike), with `ms_per_token_ratio_lo`
+                       / `_hi` the smallest and largest round's ratio: the spread a verdict must clear (chapter 03's
+                       throughput is timed the same way)
 """
 
 from __future__ import annotations
@@ -84,16 +88,19 @@ def decode_cost_table(configs: Mapping[str, RTConfig], batches: tuple[int, ...],
         for (shape, block), model in models.items():
             macs = count_decode_macs(model, batch, context)
             seconds = times[(shape, block)]
+            paired = [mine / twin for mine, twin in zip(seconds, times[(shape, "transformer")])]  # per round
             rows.append({"shape": shape, "block": block, "batch": batch, "context": context,
                          "n_layers": model.config.n_layers, "d_model": model.config.d_model,
                          "kv_floats_per_token": model.config.kv_floats_per_token(),
                          "macs_per_token": macs["total"], "macs_per_token_no_head": macs["total"] - macs["head"],
                          "ms_per_token": 1e3 * statistics.median(seconds) / batch,
-                         "ms_per_step_spread": 1e3 * (max(seconds) - min(seconds))})
+                         "ms_per_step_spread": 1e3 * (max(seconds) - min(seconds)),
+                         "ms_per_token_ratio": statistics.median(paired), "ms_per_token_ratio_lo": min(paired),
+                         "ms_per_token_ratio_hi": max(paired), "rounds": repeats})
     table = pd.DataFrame(rows)
     twin = table[table["block"] == "transformer"].set_index(["shape", "batch"])
     keys = pd.MultiIndex.from_frame(table[["shape", "batch"]])
-    for column in ("macs_per_token", "macs_per_token_no_head", "ms_per_token"):
+    for column in ("macs_per_token", "macs_per_token_no_head"):
         table[f"{column}_ratio"] = table[column].to_numpy() / twin[column].reindex(keys).to_numpy()
     reference = twin.loc[next(iter(configs))]["ms_per_token"]
     table["ms_vs_first_transformer"] = table["ms_per_token"] / table["batch"].map(reference)
