@@ -136,10 +136,11 @@ run.table(experiments.decode_table(), "decoding");
 # token a recurrent layer does all a Transformer layer does, then makes its persistent pair: two more projections.
 # Counted multiply-accumulates and measured time per token, at the language models' shapes (both blocks timed in
 # turn in this process; the ratio is to the Transformer of the same shape). The time ratio is taken round by round
-# over 9 paired rounds, so that its spread shows what a shared CPU's noise leaves of a milliseconds-long step:
+# over 15 paired rounds; its median's 95 % interval (`_lo`, `_hi`) shows what a shared CPU's noise leaves of a
+# milliseconds-long step:
 
 # %%
-run.table(experiments.decode_cost(cfg, repeats=9), "decode_cost");
+run.table(experiments.decode_cost(cfg, repeats=15), "decode_cost");
 
 # %% [markdown]
 # ## One layer on the synthetic suite (Figs. 5, 6)

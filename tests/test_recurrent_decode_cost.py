@@ -59,9 +59,9 @@ def test_paired_ratios_are_taken_round_by_round(monkeypatch):
     ticks = iter([2.0, 1.0, 20.0, 10.0, 2.2, 1.0] * 4)  # per round: RT, T (seconds per step, faked clock below)
     monkeypatch.setattr(decode_cost, "time_decode", lambda model, batch, context, steps: next(ticks))
     table = decode_cost.decode_cost_table({"deep": _config("recurrent")}, batches=(1,), context=4, steps=2, repeats=3)
-    rt = table[table["block"] == "recurrent"].iloc[0]
+    rt = table[table["block"] == "recurrent"].iloc[0]  # rounds 20 / 10, 2.2 / 1, 2 / 1 (the first pair warms up)
     assert rt["ms_per_token_ratio"] == pytest.approx(2.0) and rt["ms_per_token_ratio_lo"] == pytest.approx(2.0)
-    assert rt["ms_per_token_ratio_hi"] == pytest.approx(2.2) and rt["rounds"] == 3
+    assert rt["ms_per_token_ratio_hi"] == pytest.approx(2.2) and rt["rounds"] == 3  # 3 rounds: min and max
 
 
 @pytest.mark.parametrize("kwargs", [dict(batches=()), dict(batches=(0,)), dict(context=0), dict(steps=0),

@@ -13,8 +13,8 @@ attention, MLP) and then projects its output to the persistent pair (Eq. 1-2): t
                        drift hits both
     ms_per_token_ratio the median over paired rounds of the round's RT / T time (each round times every model back
                        to back, so a slow spell of a shared machine hits both alike), with `ms_per_token_ratio_lo`
-                       / `_hi` the smallest and largest round's ratio: the spread a verdict must clear (chapter 03's
-                       throughput is timed the same way)
+                       / `_hi` its distribution-free 95 % interval (`rlib.rounds.median_interval`: order
+                       statistics; the smallest and largest round below 6 rounds), the spread a verdict must clear
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rlib.recurrent.config import RTConfig
 from rlib.recurrent.model import RTCache, RTModel
+from rlib.rounds import median_interval
 
 __all__ = ["BLOCKS", "count_decode_macs", "decode_cost_table", "time_decode"]
 
@@ -89,14 +90,15 @@ def decode_cost_table(configs: Mapping[str, RTConfig], batches: tuple[int, ...],
             macs = count_decode_macs(model, batch, context)
             seconds = times[(shape, block)]
             paired = [mine / twin for mine, twin in zip(seconds, times[(shape, "transformer")])]  # per round
+            ratio, ratio_lo, ratio_hi = median_interval(paired)
             rows.append({"shape": shape, "block": block, "batch": batch, "context": context,
                          "n_layers": model.config.n_layers, "d_model": model.config.d_model,
                          "kv_floats_per_token": model.config.kv_floats_per_token(),
                          "macs_per_token": macs["total"], "macs_per_token_no_head": macs["total"] - macs["head"],
                          "ms_per_token": 1e3 * statistics.median(seconds) / batch,
                          "ms_per_step_spread": 1e3 * (max(seconds) - min(seconds)),
-                         "ms_per_token_ratio": statistics.median(paired), "ms_per_token_ratio_lo": min(paired),
-                         "ms_per_token_ratio_hi": max(paired), "rounds": repeats})
+                         "ms_per_token_ratio": ratio, "ms_per_token_ratio_lo": ratio_lo,
+                         "ms_per_token_ratio_hi": ratio_hi, "rounds": repeats})
     table = pd.DataFrame(rows)
     twin = table[table["block"] == "transformer"].set_index(["shape", "batch"])
     keys = pd.MultiIndex.from_frame(table[["shape", "batch"]])
