@@ -30,7 +30,7 @@ CPU_VERDICTS = {
     "rt.table2.cuda_graphs": "not measured",
     "rt.s7_3.kv_cache_same_as_transformer": "held",
     "rt.ours.decode_matches_prefill": "held",
-    "rt.abstract.decode_cost": "not held",  # 1.24x per token at batch 16 on the AMD EPYC (MACs 1.095x): op-bound
+    "rt.abstract.decode_cost": "not held",  # 1.39x [1.25, 1.57] per token at batch 1 (MACs 1.095x): op-bound
     "rt.fig5.recall_sequence_accuracy": "not held",
     "rt.fig5.copying_sequence_accuracy": "not held",
     "rt.fig5.recall_copy_margin.ours": "not held",
@@ -92,10 +92,10 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
     assert not_held["diagnosis"].to_dict() == CPU_DIAGNOSES
     assert all("needs:" in text for text in judged.loc[judged["verdict"] == "not measured", "measured"])
     # the evidence is formatted from this run's numbers, not written in advance
-    assert "1.60x at N = 4096" in judged.loc["rt.ours.cpu_speedup", "measured"]
+    assert "2.58x at N = 4096" in judged.loc["rt.ours.cpu_speedup", "measured"]
     assert "noisy_recall curve is flat at token acc 0.17-0.18" in judged.loc["rt.fig5.recall_sequence_accuracy",
                                                                              "evidence"]
-    assert "RT copy +0.017" in judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]
+    assert "RT copy +0.015" in judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]
     assert "counts the letters still to copy scores 0.240 = 3.5x chance" in judged.loc["rt.ours.task_setup_copying",
                                                                                       "evidence"]
     assert "0.39 per non-embedding parameter" in judged.loc["rt.table1.rt_beats_transformer_equal_depth", "evidence"]
@@ -140,12 +140,14 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     assert "T(2L) 5.0336 vs T(L) 5.0150" in judged.loc["rt.table1.transformer_2L", "measured"]
     # the tuning grid (copy at 15 epochs) lifts RT's copy to 13x chance: the set-up check holds
     assert judged.loc["rt.ours.task_setup_copying", "verdict"] == "held"
-    assert "copy: RT 13.3x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
+    assert "copy: RT 13.2x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
     # Figs. 8-9 at batch 16 and 32, the downstream columns and the decode cost: measured, with diagnoses
     assert tuple(judged.loc["rt.fig8_9.batch_sizes_150m", ["verdict", "diagnosis"]]) == ("not held", "budget")
     assert tuple(judged.loc["rt.tables3_5_8.downstream_gold_ce", ["verdict", "diagnosis"]]) == ("not held", "budget")
     assert judged.loc["rt.tables6_9_10.downstream_accuracy", "verdict"] == "held"
-    assert tuple(judged.loc["rt.abstract.decode_cost", ["verdict", "diagnosis"]]) == ("not held", "scale")
+    # cpu-long's own decode-cost timing: 15 paired rounds whose median's interval straddles 1.2 at both batches
+    assert judged.loc["rt.abstract.decode_cost", "verdict"] == "not testable at this scale"
+    assert "timing noise" in judged.loc["rt.abstract.decode_cost", "measured"]
 
 
 # ---- small synthetic tables: one number flips a verdict -------------------------------------------------------
