@@ -14,8 +14,9 @@ with its order-statistic interval (`rlib.rounds`; the smallest and largest round
     both              the two together
 
 It also prints the operator profile of the current step (self time per ATen op), which says where the rest goes.
-Neither variant is what the book runs: both change the numbers in the last bits, so adopting either re-keys every
-chapter's runs (`rlib.train` and `rlib.model.layers` are in their code digests) and needs the book re-run.
+Neither variant is what the book runs: both change the numbers (the loss drift column says how far a few steps take
+them apart), so adopting either re-keys every chapter's runs (`rlib.train` and `rlib.model.layers` are in their code
+digests) and needs the book re-run.
 
     .venv/bin/python benchmarks/uptrain_step.py                 # about 4 minutes on 2 cores
     .venv/bin/python benchmarks/uptrain_step.py --rounds 3 --steps 2 --profile-steps 0
