@@ -41,15 +41,12 @@ from rlib.rounds import coverage, median_interval  # noqa: E402
 VARIANTS = ("current", "fused_adamw", "math_attention", "both")
 
 
-def _build(variant: str):
+def _build(variant: str, cfg, source):
     """A fresh model, optimizer and step closure for `variant`, set up as `rlib.recursive.experiments.run_variant`
-    and `rlib.train.train` set up chapter 01's main run (recursive B = 2, Stepwise, the cpu preset)."""
+    and `rlib.train.train` set up chapter 01's main run (recursive B = 2, Stepwise, `cfg`: the cpu preset)."""
     from rlib import train as training
     from rlib.recursive import experiments
-    from rlib.recursive.config import RecursiveConfig
 
-    cfg = RecursiveConfig.preset("cpu")
-    source = _build.source = getattr(_build, "source", None) or experiments.load_source(cfg)
     run = next(v for v in experiments.variants(cfg) if v.name == "recursive-B2-stepwise-s0")
     model = run.build(source)
     train_cfg = cfg.train_config(run)
@@ -75,7 +72,7 @@ def _build(variant: str):
                                          accumulation, i, None, ())
         return terms["loss"]
 
-    return step, train_cfg
+    return step
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,13 +84,17 @@ def main(argv: list[str] | None = None) -> None:
     if min(args.rounds, args.steps) < 1 or args.profile_steps < 0:
         parser.error(f"--rounds {args.rounds} and --steps {args.steps} must be >= 1, --profile-steps >= 0")
     from rlib import threads
+    from rlib.recursive import experiments
+    from rlib.recursive.config import RecursiveConfig
 
     threads.configure()
+    cfg = RecursiveConfig.preset("cpu")
+    source = experiments.load_source(cfg)  # once: every variant converts its own copy
     steps, losses = {}, {}
     for variant in VARIANTS:
-        steps[variant], train_cfg = _build(variant)
+        steps[variant] = _build(variant, cfg, source)
         losses[variant] = [steps[variant]() for _ in range(2)]  # warm-up: kernels picked, optimizer state made
-    tokens = train_cfg.batch_size * 128
+    tokens = cfg.batch_size * cfg.seq_len
     seconds = {variant: [] for variant in VARIANTS}
     for _ in range(args.rounds):
         for variant in VARIANTS:
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.steps):
                 losses[variant].append(steps[variant]())
             seconds[variant].append((time.perf_counter() - started) / args.steps)
-    print(f"uptraining step, chapter 01's recursive B = 2 model, {train_cfg.batch_size} x 128 tokens, "
-          f"{train_cfg.mixed_precision}, {torch.get_num_threads()} threads; {args.rounds} paired rounds of "
+    print(f"uptraining step, chapter 01's recursive B = 2 model, {cfg.batch_size} x {cfg.seq_len} tokens, "
+          f"{cfg.precision}, {torch.get_num_threads()} threads; {args.rounds} paired rounds of "
           f"{args.steps} steps")
     interval = f"[{100 * coverage(args.rounds):.0f} % interval]"
     print(f"{'variant':<16}{'s / step':>10}{'tokens/s':>10}{'vs current':>12}{interval:>18}{'loss drift':>12}")
