@@ -160,6 +160,22 @@ if cfg.router_rows:
     run.table(tables.router_table(results), "routers");
 
 # %% [markdown]
+# ### Token-choice load against training steps (App. F.3)
+#
+# Table 11 reports MaxVio at the end of training; the text adds that token-choice "often struggles to balance loads
+# among its heterogeneous experts, even for nearly half of the training steps" (Sec. 4.2) and "still struggles to
+# achieve balance during quite long initial stage" (App. F.3). Every token-choice run logs the MaxVio of each
+# training step's tokens (the recursion depth each token was routed to); the figure shows the final design's runs
+# (and, in `cpu-long`, the router rows), against the paper's end-of-training 0.266 and a random router's 0.007.
+
+# %%
+load_trace = run.table(tables.load_trace_table(results), "load_trace", show=False)
+if len(load_trace):
+    run.table(tables.load_imbalance_table(load_trace), "load_imbalance")
+    run.figure(plots.plot_load_trace(load_trace, "Token-choice MaxVio per training step",
+                                     tables.PAPER_FINAL_MAXVIO, tables.PAPER_RANDOM_MAXVIO), "load_trace");
+
+# %% [markdown]
 # ## The gate or the routing? (ours)
 #
 # MoR-EC adds each recursion as x + g f(x), with the router's score g (alpha 0.1 times a sigmoid), while the

@@ -27,6 +27,7 @@ from rlib import looping
 from rlib.book.claims import ClaimSpec, Ledger
 from rlib.mor.config import SHORT, MoRConfig
 from rlib.mor.spec import MoRSpec
+from rlib.mor.tables import PAPER_FINAL_MAXVIO, PAPER_RANDOM_MAXVIO, load_imbalance_table
 
 __all__ = ["CHAPTER", "FUNCTION_WORDS", "NEEDS", "SPECS", "judge"]
 
@@ -207,8 +208,11 @@ SPECS: tuple[ClaimSpec, ...] = (
     _spec("mor.apph.tc_load_imbalance", "Sec. 4.2, App. F.3, App. H.2, Fig. 9c-d",
           "Token-choice 'often struggles to balance loads among its heterogeneous experts, even for nearly half of the "
           "training steps' (final design MaxVio 0.266 vs 0.007 for a random router).",
-          "New: MaxVio logged during training for the TC final design; held if it stays above 0.266 for >= 40% of "
-          "logged steps and ends well above 0.007 (threshold ours: the paper says 'nearly half').", "routers.csv"),
+          "New: MaxVio of each training step's tokens logged for the TC final design (load_trace.csv: the main "
+          "grid's isoFLOP runs at Nr, every seed, and the ablation budget's final-design row where the profile has "
+          "it); held if, in every such run, it is above 0.266 for >= 40% of the steps and the run ends (Table 11's "
+          "end-of-training MaxVio on held-out windows) well above 0.007, i.e. >= 10x (thresholds ours: the paper "
+          "says 'nearly half' and App. F.3 'during quite long initial stage').", "load_trace.csv"),
     # ---- Sec. 5: analysis
     _spec("mor.fig5c.test_time_scaling", "Sec. 5.3, Fig. 5c and caption",
           "For MoR-EC with Nr = 2, 3, 4 (360M, aux loss, recursion-wise caching) the log-likelihood improves as the "
@@ -905,10 +909,28 @@ def _balancing(tables, cfg) -> Verdict:
 
 @_judges("mor.apph.tc_load_imbalance")
 def _tc_imbalance(tables, cfg) -> Verdict:
-    ends = _optional(lambda: "end of training only: MaxVio " + ", ".join(
-        f"{r.row} {r.maxvio:.3f}" for r in _table(tables, "routers").query("routing == 'token'").itertuples()) + "; ",
-        "")
-    raise Missing(ends + "needs: MaxVio logged against training steps for the token-choice runs")
+    trace = _table(tables, "load_trace")
+    final = trace[(trace["row"] == "final design") & (trace["balance"] == "loss") & (trace["nr"] == cfg.n_recursions)
+                  & trace["budget"].isin(["flops", "ablation"])]
+    if len(final) == 0:
+        raise Missing("needs: load_trace.csv rows of the token-choice final design at Nr = "
+                      f"{cfg.n_recursions}")
+    runs = load_imbalance_table(final)
+    held = bool((runs["share_above"] >= 0.40).all() and (runs["end_maxvio"] >= 10 * PAPER_RANDOM_MAXVIO).all())
+    measured = "; ".join(
+        f"{r.label} {r.budget} seed {r.seed}: {r.share_above:.0%} of {r.steps} steps above {PAPER_FINAL_MAXVIO} "
+        f"(last 10% median {r.late_maxvio:.3f}), ends at {r.end_maxvio:.3f} on held-out windows"
+        for r in runs.itertuples())
+    if held:
+        return Verdict(True, measured)
+    settled = "; ".join(
+        f"{r.label} {r.budget} seed {r.seed}: " + ("never settles at or below 0.266" if np.isnan(r.balanced_from_step)
+                                                   else f"balanced from step {int(r.balanced_from_step)} of {r.steps}")
+        + f" ({r.tokens_per_step} tokens a step)" for r in runs.itertuples())
+    return Verdict(False, measured, ("scale", f"{settled} (rolling median over 5% of the steps); the paper's 360M "
+                                              "runs (Table 4's caption) train for far more steps, and its 'nearly "
+                                              "half' is a share of those; needs: the trace at >= 4x steps "
+                                              "(cpu-long's ablation-budget row)"))
 
 
 # ---------------------------------------------------------------------------------------------------- Fig. 5c

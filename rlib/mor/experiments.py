@@ -118,8 +118,9 @@ def run_variant(variant: MoRVariant, cfg: MoRConfig, slot: experiments.RunSlot,
     steps, per_token = run_steps(variant, cfg)
     routed = isinstance(model, MoRDecoder)
     train_dir = slot.train_dir
+    router_terms = MoRLoss()
     result = train(model, text.train_windows(), train_config(cfg, steps, variant.seed), train_dir,
-                   val_windows=held["val"], hooks=[MoRLoss()] if routed else [])
+                   val_windows=held["val"], hooks=[router_terms] if routed else [])
     log = pd.read_csv(train_dir / "metrics.csv")
     curve = log.dropna(subset=["val_loss"])[["step", "tokens", "val_loss"]]
     after: dict[str, Any] = {"nll": test_nll(model, held["test"], cfg)}
@@ -140,7 +141,8 @@ def run_variant(variant: MoRVariant, cfg: MoRConfig, slot: experiments.RunSlot,
             "steps": steps, "tokens": result.tokens, "flops_per_token": per_token,
             "train_flops": per_token * result.tokens, "seconds": result.seconds,
             "tokens_per_s": result.tokens / result.seconds, "after": after,
-            "curve": {"tokens": curve["tokens"].tolist(), "val_loss": curve["val_loss"].tolist()}}
+            "curve": {"tokens": curve["tokens"].tolist(), "val_loss": curve["val_loss"].tolist()},
+            "load_trace": router_terms.load_trace()}
 
 
 def run_grid(cfg: MoRConfig, work: Path, runs: list[MoRVariant] | None = None) -> list[dict[str, Any]]:

@@ -278,11 +278,30 @@ def _at(values: torch.Tensor, where) -> torch.Tensor:
 
 
 class MoRLoss:
-    """A `rlib.train` loss hook: the router terms of the last forward (aux BCE, balancing, z-loss)."""
+    """A `rlib.train` loss hook: the router terms of the last forward (aux BCE, balancing, z-loss).
+
+    For a token-choice model it also counts, per optimizer step, the training tokens each recursion depth received
+    (summed over the step's micro batches): `load_trace()` turns them into MaxVio against training steps, the
+    quantity behind App. F.3's "struggles to achieve balance during quite long initial stage". Reading the depths
+    changes nothing in training (tests/test_mor_load_trace.py)."""
+
+    def __init__(self) -> None:
+        self.loads: dict[int, torch.Tensor] = {}  # optimizer step -> tokens per depth [Nr] (int64)
 
     def loss(self, step: int, batch: torch.Tensor, logits: torch.Tensor, model: nn.Module) -> dict[str, torch.Tensor]:
         inner = getattr(model, "module", model)  # accelerate may wrap it
-        return dict(inner.last_routing.losses)
+        routing = inner.last_routing
+        if inner.spec.routing == "token" and routing.depth is not None:
+            counts = torch.bincount((routing.depth - 1).reshape(-1).cpu(), minlength=inner.spec.n_recursions)
+            self.loads[step] = self.loads[step] + counts if step in self.loads else counts
+        return dict(routing.losses)
+
+    def load_trace(self) -> dict[str, list]:
+        """{"step", "tokens", "maxvio"}: one entry per recorded optimizer step, in step order (empty lists for a
+        model that is not token-choice)."""
+        steps = sorted(self.loads)
+        return {"step": steps, "tokens": [int(self.loads[s].sum()) for s in steps],
+                "maxvio": [R.max_violation(self.loads[s]) for s in steps]}
 
 
 def build(base: DecoderConfig, n_layers: int, spec: MoRSpec, seed: int = 0, std: float = DEFAULT_STD) -> MoRDecoder:

@@ -2,6 +2,7 @@
 
     plot_curves          validation loss against training FLOPs spent, per model (Fig. 3's axes, one budget)
     plot_depth_scaling   test NLL against the test-time recursion cap (Fig. 5c)
+    plot_load_trace      MaxVio of each training step's tokens against training progress, token-choice runs (App. F.3)
     plot_router_outputs  histograms of router outputs for selected and unselected tokens, per step (Fig. 5b, 9)
     plot_token_depths    text coloured by each token's recursion depth (Table 14, Fig. 1 right)
     plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 from rlib.plotting import PALETTE, loop_colours, new_figure, style
 
 __all__ = ["plot_budgets", "plot_compute_optimal", "plot_curves", "plot_depth_scaling", "plot_kv_geometry",
-           "plot_router_outputs", "plot_throughput", "plot_token_depths", "plot_uptraining"]
+           "plot_load_trace", "plot_router_outputs", "plot_throughput", "plot_token_depths", "plot_uptraining"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -54,6 +55,40 @@ def plot_depth_scaling(table: pd.DataFrame, title: str) -> Figure:
     ax.set_ylabel("test NLL")
     ax.set_title(title)
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_load_trace(trace: pd.DataFrame, title: str, paper_final: float, paper_random: float) -> Figure:
+    """MaxVio per training step (a rolling median over 5% of the steps, the raw steps faint) against the share of
+    training done, one line per run; dashed: the paper's end-of-training MaxVio of the final design and of a random
+    router (Table 11). The y axis is logarithmic: a balanced step has MaxVio near 0."""
+    fig, ax = new_figure(6.4, 3.6)
+    labels = list(trace["label"].unique())
+    colours = dict(zip(labels, sns.color_palette(PALETTE, len(labels))))
+    floor = 1e-3  # a perfectly balanced step (MaxVio 0) is drawn at the axis floor
+    styles = ["-", ":", "--", "-."]
+    for _, group in trace.groupby("name", sort=False):
+        group = group.sort_values("step")
+        label, seed, row, budget = group.iloc[0][["label", "seed", "row", "budget"]]
+        values = group["maxvio"].clip(lower=floor)
+        window = max(1, len(group) // 20)
+        ax.plot(group["progress"], values, color=colours[label], alpha=0.15, linewidth=0.6)
+        ax.plot(group["progress"], values.rolling(window, min_periods=1, center=True).median(), color=colours[label],
+                linestyle=styles[int(seed) % len(styles)],
+                label=f"{label}, {row}, {budget} budget, seed {seed}" if row != "final design" or budget != "flops"
+                else f"{label}, seed {seed}")
+    for value, text in ((paper_final, f"paper, final design: {paper_final}"),
+                        (paper_random, f"paper, random router: {paper_random}")):
+        ax.axhline(value, color="0.35", linestyle="--", linewidth=0.8)
+        ax.annotate(text, (1.0, value), xytext=(-4, 3), textcoords="offset points", ha="right", fontsize=7,
+                    color="0.3")
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=floor)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of training steps done")
+    ax.set_ylabel("MaxVio of the step's tokens")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 0.9))
     return fig
 
 

@@ -26,7 +26,7 @@ from torch import nn
 
 from rlib.mor.spec import MoRSpec
 
-__all__ = ["Router", "balance_loss", "expert_scores", "load_metrics", "topk_select", "z_loss"]
+__all__ = ["Router", "balance_loss", "expert_scores", "load_metrics", "max_violation", "topk_select", "z_loss"]
 
 
 class Router(nn.Module):
@@ -112,11 +112,17 @@ def balance_loss(probs: torch.Tensor, depth: torch.Tensor, n_recursions: int) ->
     return (f * flat_probs.mean(0)).sum()
 
 
+def max_violation(counts: torch.Tensor) -> float:
+    """MaxVio (App. F.2) of the tokens per expert [Nr]: (max load - mean load) / mean load."""
+    counts = counts.float()
+    mean = counts.mean()
+    return float((counts.max() - mean) / mean.clamp(min=1e-9))
+
+
 def load_metrics(depth: torch.Tensor, probs: torch.Tensor | None, n_recursions: int) -> dict[str, float]:
     """MaxVio and (with probs) the entropy of the mean routing distribution (max: log Nr)."""
     counts = torch.bincount(depth.reshape(-1), minlength=n_recursions).float()
-    mean = counts.mean()
-    out = {"maxvio": float((counts.max() - mean) / mean.clamp(min=1e-9))}
+    out = {"maxvio": max_violation(counts)}
     out.update({f"share_depth{i + 1}": float(c / counts.sum()) for i, c in enumerate(counts)})
     if probs is not None:
         p = probs.reshape(-1, n_recursions).float().mean(0)

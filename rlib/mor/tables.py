@@ -30,9 +30,9 @@ from rlib.mor.spec import MoRSpec
 from rlib.vocab import CompactVocab
 
 __all__ = ["budget_sweep_table", "budgets_table", "compute_optimal_table", "curves", "depth_table", "depth_text",
-           "fewshot_table", "gate_table", "kv_bytes", "kv_bytes_table", "kv_geometry_tables", "kv_table", "main_table",
-           "paper_budget_table", "router_output_tables", "router_table", "sharing_table", "token_depth_table",
-           "uptrain_table"]
+           "fewshot_table", "gate_table", "kv_bytes", "kv_bytes_table", "kv_geometry_tables", "kv_table",
+           "load_imbalance_table", "load_trace_table", "main_table", "paper_budget_table", "router_output_tables",
+           "router_table", "sharing_table", "token_depth_table", "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -106,6 +106,54 @@ def curves(results: list[dict[str, Any]]) -> pd.DataFrame:
         for tokens, loss in zip(r["curve"]["tokens"], r["curve"]["val_loss"]):
             rows.append({"label": r["label"], "seed": r["seed"], "tokens": tokens,
                          "train_flops": tokens * r["flops_per_token"], "val_loss": loss})
+    return pd.DataFrame(rows)
+
+
+def load_trace_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """App. F.3's "struggles to achieve balance during quite long initial stage" in numbers: MaxVio of each training
+    step's tokens (`MoRLoss.load_trace`) for every token-choice run, with the step's share of the run's steps and the
+    run's end-of-training MaxVio on the test windows (`val_maxvio`, Table 11's column). Runs cached before the trace
+    existed have none."""
+    rows = []
+    for r in results:
+        trace = r.get("load_trace") or {}
+        if not trace.get("step"):
+            continue
+        spec = MoRSpec(**r["spec"])
+        for step, tokens, maxvio in zip(trace["step"], trace["tokens"], trace["maxvio"]):
+            rows.append({"label": r["label"], "name": r["name"], "row": r["tag"] or "final design",
+                         "budget": r["budget"], "seed": r["seed"], "nr": spec.n_recursions, "balance": spec.balance,
+                         "step": step, "progress": (step + 1) / r["steps"], "tokens": tokens, "maxvio": maxvio,
+                         "val_maxvio": r["after"].get("routing", {}).get("maxvio", np.nan)})
+    return pd.DataFrame(rows, columns=["label", "name", "row", "budget", "seed", "nr", "balance", "step", "progress",
+                                       "tokens", "maxvio", "val_maxvio"])
+
+
+PAPER_FINAL_MAXVIO = 0.266  # Table 11: the final design's end-of-training MaxVio
+PAPER_RANDOM_MAXVIO = 0.007  # Table 11: a random router's
+
+
+def load_imbalance_table(trace: pd.DataFrame) -> pd.DataFrame:
+    """Per run of `load_trace.csv`: steps, tokens per step, the share of steps whose MaxVio is above the paper's
+    final-design 0.266, the median MaxVio of the last 10% of steps, the end-of-training MaxVio on held-out windows,
+    and the first step from which a rolling median over 5% of the steps stays at or below 0.266 (NaN if never)."""
+    rows = []
+    for _, run in trace.groupby("name", sort=False):
+        run = run.sort_values("step")
+        label, row, budget, seed = run.iloc[0][["label", "row", "budget", "seed"]]
+        values = run["maxvio"].to_numpy()
+        window = max(1, len(values) // 20)
+        rolling = pd.Series(values).rolling(window, min_periods=1, center=True).median().to_numpy()
+        above = np.flatnonzero(rolling > PAPER_FINAL_MAXVIO)
+        if len(above) and above[-1] == len(values) - 1:
+            settled = np.nan  # still above at the end
+        else:
+            settled = int(run["step"].iloc[above[-1] + 1 if len(above) else 0])
+        rows.append({"label": label, "row": row, "budget": budget, "seed": seed, "steps": len(values),
+                     "tokens_per_step": int(run["tokens"].median()),
+                     "share_above": float((values > PAPER_FINAL_MAXVIO).mean()),
+                     "late_maxvio": float(np.median(values[-max(1, len(values) // 10):])),
+                     "end_maxvio": float(run["val_maxvio"].iloc[0]), "balanced_from_step": settled})
     return pd.DataFrame(rows)
 
 
