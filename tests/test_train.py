@@ -21,7 +21,7 @@ from torch.utils.data import Dataset
 
 from rlib.config import ConfigError
 from rlib.model import Decoder, DecoderConfig
-from rlib.train import TrainConfig, lr_factor, train
+from rlib.train import TrainConfig, lr_factor, make_optimizer, train
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB, SEQ_LEN = 64, 16
@@ -292,3 +292,13 @@ def _fsdp_run(out_dir: str, killed: bool) -> None:
 
 if __name__ == "__main__":
     _main(*sys.argv[1:])
+
+
+def test_the_optimizer_is_fused_adamw_with_decay_on_matrices_only():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    cfg = TrainConfig(lr=1e-3, max_steps=2, batch_size=2, micro_batch_size=2, weight_decay=0.1)
+    optimizer = make_optimizer(model, cfg)
+    assert optimizer.defaults["fused"] is True
+    decays = sorted((g["weight_decay"], len(g["params"])) for g in optimizer.param_groups)
+    assert decays == [(0.0, 3), (0.1, 1)]  # the Linear's matrix decays; its bias and the norm's two tensors do not
+    assert make_optimizer(model, cfg, fused=False).defaults["fused"] is None
