@@ -235,6 +235,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             _mor_curves(), "Validation NLL vs training FLOPs (isoFLOP budget 5e+12)"),
         "rlib.mor.plots.plot_depth_scaling": lambda: p03.plot_depth_scaling(
             csv("03", "depth_scaling"), "Test NLL vs the recursion cap"),
+        "rlib.mor.plots.plot_load_trace": lambda: p03.plot_load_trace(
+            csv("03", "load_trace"), "Token-choice MaxVio per training step", 0.266, 0.007),
         "rlib.mor.plots.plot_router_outputs": lambda: p03.plot_router_outputs(
             _router_outputs(), "Router outputs: kept by the top-k vs not"),
         "rlib.mor.plots.plot_token_depths": lambda: p03.plot_token_depths(

@@ -49,7 +49,7 @@ COMMITTED = {
     "mor.tab4.ec_router_arch_and_zloss": "not measured",
     "mor.tab4.tc_balancing_loss_vs_loss_free": "not measured",
     "mor.tab11.tc_design_rows": "not measured",
-    "mor.apph.tc_load_imbalance": "not measured",
+    "mor.apph.tc_load_imbalance": "held",
     "mor.fig5c.test_time_scaling": "not held",
     "mor.fig5a.compute_optimal": "not measured",
     "mor.fig1_tab14.depth_follows_semantics": "held",
@@ -157,7 +157,7 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
 def test_the_ablation_budget_tables_give_their_verdicts(with_ablations):
     table = judged(with_ablations)
     assert {i: table.loc[i, "verdict"] for i in ABLATION_VERDICTS} == ABLATION_VERDICTS
-    assert "tolerance 0.0161" in table.loc["mor.ours.middle_cycle_tied_best", "measured"]
+    assert "tolerance 0.0256" in table.loc["mor.ours.middle_cycle_tied_best", "measured"]
     # Table 12's equal-token row joins Table 3's KV-sharing diagnosis when it was measured
     assert "(kv_sharing.csv)" in table.loc["mor.tab3.kv_share_isoflop", "evidence"]
     assert "(kv_sharing.csv)" not in judged({k: v for k, v in with_ablations.items() if k != "kv_sharing"}).loc[
@@ -196,11 +196,11 @@ def test_a_table_in_another_layout_is_not_measured(with_ablations):
 def test_paired_seeds_decide_mor_against_recursive(committed):
     key = {"label": "MoR-3 EC", "seed": 1, "depth_cap": 3}
     assert verdict(committed, "mor.tab3.ec_beats_recursive_isoflop") == "held"
-    moved = with_value(committed, "depth_scaling", key, "nll", 6.44)  # seed 1 above Recursive-3's 6.3921
+    moved = with_value(committed, "depth_scaling", key, "nll", 6.60)  # seed 1 above Recursive-3's 6.4449
     table = judged(moved)
     assert table.loc["mor.tab3.ec_beats_recursive_isoflop", "verdict"] == "not held"
-    assert "seed 1 reverses by 0.0479" in table.loc["mor.tab3.ec_beats_recursive_isoflop", "evidence"]
-    assert table.loc["mor.tab3.ec_beats_tc", "verdict"] == "not held"  # and above TC's 6.0320
+    assert "seed 1 reverses by 0.1551" in table.loc["mor.tab3.ec_beats_recursive_isoflop", "evidence"]
+    assert table.loc["mor.tab3.ec_beats_tc", "verdict"] == "not held"  # and above TC's
 
 
 def test_tiny_tables_flip_on_one_number():
@@ -299,7 +299,7 @@ def test_throughput_and_test_time_scaling_flip(committed):
     # a failing step is measured against its paired standard error, when the table has one
     noisy = depth.assign(step_se=np.where(depth["depth_cap"] > 1, 0.002, np.nan))
     row = judged({**committed, "depth_scaling": noisy}).loc["mor.fig5c.test_time_scaling"]
-    assert row["verdict"] == "not held" and "seed 1 cap 2 -> 3: +0.0006 = +0.30 s.e." in row["measured"]
+    assert row["verdict"] == "not held" and "seed 0 cap 2 -> 3: +0.0004 = +0.18 s.e." in row["measured"]
 
 
 def test_kv_share_at_isoflop_follows_the_first_seeds_difference(committed):
