@@ -8,6 +8,11 @@ instead. The ratios against vanilla come from one invocation of this script.
 
     python benchmarks/mor_train_speed.py                         # chapter 03's cpu shapes, bf16 autocast
     python benchmarks/mor_train_speed.py --profile gpu --steps 20 --out benchmarks/results/mor_train_<gpu>.csv
+    python benchmarks/mor_train_speed.py --side-by-side 2        # grid layouts on a CPU (below)
+
+`--side-by-side W` asks instead how a grid of these runs should share a CPU's W cores: the steps per second of one
+process with W torch threads against W one-thread processes stepping at once (`rlib.grid_workers`' layout), for
+vanilla and MoR-3 EC, measured in this invocation.
 """
 
 from __future__ import annotations
@@ -41,9 +46,12 @@ def _peak_mib() -> float:
     return float("nan")
 
 
-def child(profile: str, name: str, steps: int, vocab: int | None) -> dict:
+def child(profile: str, name: str, steps: int, vocab: int | None, threads: int | None = None) -> dict:
     import torch
     import torch.nn.functional as F
+
+    if threads:
+        torch.set_num_threads(threads)
 
     from rlib.mor import MoRSpec, build, vanilla
     from rlib.mor.config import MoRConfig, unrolled_layers
@@ -84,16 +92,41 @@ def child(profile: str, name: str, steps: int, vocab: int | None) -> dict:
             "peak_mib": peak, "params_m": sum(p.numel() for p in model.parameters()) / 1e6}
 
 
+def _child_cmd(profile: str, name: str, steps: int, threads: int) -> list[str]:
+    return [sys.executable, __file__, "--profile", profile, "--steps", str(steps), "--child", name,
+            "--threads", str(threads)]
+
+
+def side_by_side(profile: str, steps: int, workers: int) -> None:
+    """Steps per second of one `workers`-thread process against `workers` one-thread processes at once."""
+    for name in ("vanilla", "mor-3-ec"):
+        alone = subprocess.run(_child_cmd(profile, name, steps, workers), capture_output=True, text=True, check=True)
+        threaded = json.loads(alone.stdout.strip().splitlines()[-1])["step_s"]
+        procs = [subprocess.Popen(_child_cmd(profile, name, steps, 1), stdout=subprocess.PIPE, text=True)
+                 for _ in range(workers)]
+        each = [json.loads(p.communicate()[0].strip().splitlines()[-1])["step_s"] for p in procs]
+        together = sum(1 / s for s in each)
+        print(f"{name}: one {workers}-thread process {1 / threaded:.3f} steps/s ({threaded:.3f} s/step); {workers} "
+              f"one-thread processes at once {together:.3f} steps/s (each {statistics.median(each):.3f} s/step): "
+              f"{together * threaded:.2f}x the throughput", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: the preset's)")
     parser.add_argument("--out", default=None, help="also write the table as CSV here")
+    parser.add_argument("--side-by-side", type=int, default=0, metavar="WORKERS",
+                        help="compare one WORKERS-thread process with WORKERS one-thread processes at once")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.profile, args.child, args.steps, args.vocab)))
+        print(json.dumps(child(args.profile, args.child, args.steps, args.vocab, args.threads)))
+        return
+    if args.side_by_side:
+        side_by_side(args.profile, args.steps, args.side_by_side)
         return
     import pandas as pd
 
