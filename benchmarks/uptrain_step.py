@@ -22,6 +22,11 @@ re-run, as the fused AdamW did.
 
     .venv/bin/python benchmarks/uptrain_step.py                 # about 4 minutes on 2 cores
     .venv/bin/python benchmarks/uptrain_step.py --rounds 3 --steps 2 --profile-steps 0
+    .venv/bin/python benchmarks/uptrain_step.py --side-by-side 2 --steps 4
+
+`--side-by-side W` asks instead how a grid of these runs should share the CPU: the steps per second of the current
+step in one process with W torch threads against W one-thread processes stepping at once (`rlib.grid_workers`'
+layout, which chapter 04's grids use), measured in this invocation.
 """
 
 from __future__ import annotations
@@ -75,11 +80,43 @@ def _build(variant: str, cfg, source):
     return step
 
 
+def _timed_steps(steps: int, threads: int | None = None) -> float:
+    """Seconds per current step after two warm-up steps (in a worker: one built from scratch, `threads` threads)."""
+    if threads:
+        torch.set_num_threads(threads)
+    from rlib.recursive import experiments
+    from rlib.recursive.config import RecursiveConfig
+
+    cfg = RecursiveConfig.preset("cpu")
+    step = _build("current", cfg, experiments.load_source(cfg))
+    step(), step()
+    started = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - started) / steps
+
+
+def side_by_side(steps: int, workers: int) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    threaded = _timed_steps(steps)
+    threads = torch.get_num_threads()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        each = list(pool.map(_timed_steps, [steps] * workers, [1] * workers))
+    together = sum(1 / s for s in each)
+    print(f"uptraining step: one {threads}-thread process {1 / threaded:.3f} steps/s ({threaded:.2f} s/step); "
+          f"{workers} one-thread processes at once {together:.3f} steps/s (each {statistics.median(each):.2f} s/step): "
+          f"{together * threaded:.2f}x the throughput")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="paired rounds (every variant once per round)")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per variant and round")
     parser.add_argument("--profile-steps", type=int, default=2, help="steps of the current step under the profiler")
+    parser.add_argument("--side-by-side", type=int, default=0, metavar="WORKERS",
+                        help="compare one WORKERS-thread process with WORKERS one-thread processes at once")
     args = parser.parse_args(argv)
     if min(args.rounds, args.steps) < 1 or args.profile_steps < 0:
         parser.error(f"--rounds {args.rounds} and --steps {args.steps} must be >= 1, --profile-steps >= 0")
@@ -88,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     from rlib.recursive.config import RecursiveConfig
 
     threads.configure()
+    if args.side_by_side:
+        side_by_side(args.steps, args.side_by_side)
+        return
     cfg = RecursiveConfig.preset("cpu")
     source = experiments.load_source(cfg)  # once: every variant converts its own copy
     steps, losses = {}, {}
