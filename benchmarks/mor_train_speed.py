@@ -46,12 +46,9 @@ def _peak_mib() -> float:
     return float("nan")
 
 
-def child(profile: str, name: str, steps: int, vocab: int | None, threads: int | None = None) -> dict:
+def child(profile: str, name: str, steps: int, vocab: int | None) -> dict:
     import torch
     import torch.nn.functional as F
-
-    if threads:
-        torch.set_num_threads(threads)
 
     from rlib.mor import MoRSpec, build, vanilla
     from rlib.mor.config import MoRConfig, unrolled_layers
@@ -92,23 +89,23 @@ def child(profile: str, name: str, steps: int, vocab: int | None, threads: int |
             "peak_mib": peak, "params_m": sum(p.numel() for p in model.parameters()) / 1e6}
 
 
-def _child_cmd(profile: str, name: str, steps: int, threads: int) -> list[str]:
-    return [sys.executable, __file__, "--profile", profile, "--steps", str(steps), "--child", name,
-            "--threads", str(threads)]
+def _step_seconds(steps: int, profile: str, name: str) -> float:
+    """Seconds per training step of model `name` (in this process's torch threads)."""
+    return child(profile, name, steps, None)["step_s"]
 
 
 def side_by_side(profile: str, steps: int, workers: int) -> None:
     """Steps per second of one `workers`-thread process against `workers` one-thread processes at once."""
+    import functools
+
+    from rlib.grid_workers import layout_throughput
+
     for name in ("vanilla", "mor-3-ec"):
-        alone = subprocess.run(_child_cmd(profile, name, steps, workers), capture_output=True, text=True, check=True)
-        threaded = json.loads(alone.stdout.strip().splitlines()[-1])["step_s"]
-        procs = [subprocess.Popen(_child_cmd(profile, name, steps, 1), stdout=subprocess.PIPE, text=True)
-                 for _ in range(workers)]
-        each = [json.loads(p.communicate()[0].strip().splitlines()[-1])["step_s"] for p in procs]
-        together = sum(1 / s for s in each)
-        print(f"{name}: one {workers}-thread process {1 / threaded:.3f} steps/s ({threaded:.3f} s/step); {workers} "
-              f"one-thread processes at once {together:.3f} steps/s (each {statistics.median(each):.3f} s/step): "
-              f"{together * threaded:.2f}x the throughput", flush=True)
+        row = layout_throughput(functools.partial(_step_seconds, profile=profile, name=name), steps, workers)
+        print(f"{name}: one {workers}-thread process {row['threaded_steps_per_s']:.3f} steps/s "
+              f"({row['threaded_s']:.3f} s/step); {workers} one-thread processes at once "
+              f"{row['workers_steps_per_s']:.3f} steps/s (each {statistics.median(row['worker_s']):.3f} s/step): "
+              f"{row['ratio']:.2f}x the throughput", flush=True)
 
 
 def main() -> None:
@@ -120,10 +117,9 @@ def main() -> None:
     parser.add_argument("--side-by-side", type=int, default=0, metavar="WORKERS",
                         help="compare one WORKERS-thread process with WORKERS one-thread processes at once")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.profile, args.child, args.steps, args.vocab, args.threads)))
+        print(json.dumps(child(args.profile, args.child, args.steps, args.vocab)))
         return
     if args.side_by_side:
         side_by_side(args.profile, args.steps, args.side_by_side)

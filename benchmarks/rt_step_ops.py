@@ -11,12 +11,11 @@ wall time per call; then the throughput of two one-thread processes stepping at 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from rlib.grid_workers import layout_throughput
 from rlib.recurrent.config import RecurrentConfig, RTConfig
 from rlib.recurrent.synthetic import FitConfig, TaskModel, fit
 from rlib.recurrent.tasks import make_task
@@ -46,21 +45,9 @@ def measure(block: str, steps: int, cfg: RecurrentConfig) -> dict[str, float]:
             "us_per_call": seconds / calls * 1e6}
 
 
-def _one_thread_run(steps: int) -> float:
-    """ms per RT task step in a fresh process with one torch thread (a grid worker's set-up)."""
-    torch.set_num_threads(1)
-    return measure("recurrent", steps, RecurrentConfig.preset("cpu"))["ms_per_step"]
-
-
-def side_by_side(steps: int, workers: int = 2) -> dict[str, float]:
-    """RT task steps per second from `workers` one-thread processes running at once (`rlib.grid_workers`' layout)
-    against one process with `workers` threads, timed in this run."""
-    torch.set_num_threads(workers)
-    alone = measure("recurrent", steps, RecurrentConfig.preset("cpu"))["ms_per_step"]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        each = list(pool.map(_one_thread_run, [steps] * workers))
-    return {"threaded_steps_per_s": 1e3 / alone, "workers_steps_per_s": sum(1e3 / ms for ms in each),
-            "threaded_ms": alone, "worker_ms": sum(each) / workers}
+def _recurrent_step_seconds(steps: int) -> float:
+    """Seconds per RT task step at the cpu preset (in this process's torch threads)."""
+    return measure("recurrent", steps, RecurrentConfig.preset("cpu"))["ms_per_step"] / 1e3
 
 
 def main() -> None:
@@ -92,12 +79,12 @@ def main() -> None:
                 print(f"{block}: {threads} threads take {ratio:.2f}x the time per step of {first} "
                       f"(below 1: the extra threads help)")
     if args.side_by_side > 1:
-        row = side_by_side(args.steps * 4, args.side_by_side)
+        row = layout_throughput(_recurrent_step_seconds, args.steps * 4, args.side_by_side)
+        worker_ms = 1e3 * sum(row["worker_s"]) / args.side_by_side
         print(f"recurrent, {args.side_by_side} one-thread processes at once: {row['workers_steps_per_s']:.1f} steps/s "
-              f"({row['worker_ms']:.1f} ms/step each) vs one {args.side_by_side}-thread process "
-              f"{row['threaded_steps_per_s']:.1f} steps/s ({row['threaded_ms']:.1f} ms/step): "
-              f"{row['workers_steps_per_s'] / row['threaded_steps_per_s']:.2f}x the throughput "
-              "(chapter 04's grids use the first layout, `rlib.grid_workers`)")
+              f"({worker_ms:.1f} ms/step each) vs one {args.side_by_side}-thread process "
+              f"{row['threaded_steps_per_s']:.1f} steps/s ({1e3 * row['threaded_s']:.1f} ms/step): "
+              f"{row['ratio']:.2f}x the throughput (chapter 04's grids use the first layout, `rlib.grid_workers`)")
 
 
 if __name__ == "__main__":

@@ -80,10 +80,8 @@ def _build(variant: str, cfg, source):
     return step
 
 
-def _timed_steps(steps: int, threads: int | None = None) -> float:
-    """Seconds per current step after two warm-up steps (in a worker: one built from scratch, `threads` threads)."""
-    if threads:
-        torch.set_num_threads(threads)
+def _timed_steps(steps: int) -> float:
+    """Seconds per current step after two warm-up steps, on a model built here (in this process's torch threads)."""
     from rlib.recursive import experiments
     from rlib.recursive.config import RecursiveConfig
 
@@ -97,17 +95,12 @@ def _timed_steps(steps: int, threads: int | None = None) -> float:
 
 
 def side_by_side(steps: int, workers: int) -> None:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from rlib.grid_workers import layout_throughput
 
-    threaded = _timed_steps(steps)
-    threads = torch.get_num_threads()
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        each = list(pool.map(_timed_steps, [steps] * workers, [1] * workers))
-    together = sum(1 / s for s in each)
-    print(f"uptraining step: one {threads}-thread process {1 / threaded:.3f} steps/s ({threaded:.2f} s/step); "
-          f"{workers} one-thread processes at once {together:.3f} steps/s (each {statistics.median(each):.2f} s/step): "
-          f"{together * threaded:.2f}x the throughput")
+    row = layout_throughput(_timed_steps, steps, workers)
+    print(f"uptraining step: one {workers}-thread process {row['threaded_steps_per_s']:.3f} steps/s "
+          f"({row['threaded_s']:.2f} s/step); {workers} one-thread processes at once {row['workers_steps_per_s']:.3f} "
+          f"steps/s (each {statistics.median(row['worker_s']):.2f} s/step): {row['ratio']:.2f}x the throughput")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROGRESS_ENV", "resolve_workers", "run_in_workers"]
+__all__ = ["PROGRESS_ENV", "layout_throughput", "resolve_workers", "run_in_workers"]
 
 PROGRESS_ENV = "RLIB_PROGRESS"  # "off" silences rlib.progress bars (set in workers: the parent's bar counts runs)
 
@@ -87,3 +87,30 @@ def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any]
                 raise RuntimeError(f"a run of the grid failed in a worker process (the runs that finished are kept in "
                                    f"their folders under {Path(jobs[0][1].folder).parent}): {err}") from err
             raise
+
+
+def _one_thread_seconds(timed: Callable[[int], float], steps: int) -> float:
+    return timed(steps)
+
+
+def layout_throughput(timed: Callable[[int], float], steps: int, workers: int) -> dict[str, Any]:
+    """Whether a grid of some run should use this module's layout, measured: `timed(steps)` (seconds per step after
+    its own warm-up; a module-level function or a functools.partial of one) in this process with `workers` torch
+    threads, then in `workers` one-thread worker processes at once (set up as a grid's workers). Returns
+    "threaded_s", "worker_s" (each worker's), their steps per second ("threaded_steps_per_s", "workers_steps_per_s",
+    the workers' summed) and "ratio", the workers' throughput over the threaded process's (the benchmarks'
+    `--side-by-side`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(workers)
+    try:
+        threaded = timed(steps)
+    finally:
+        torch.set_num_threads(before)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_start_worker, initargs=(1,)) as pool:
+        each = list(pool.map(_one_thread_seconds, [timed] * workers, [steps] * workers))
+    together = sum(1 / s for s in each)
+    return {"threaded_s": threaded, "worker_s": each, "threaded_steps_per_s": 1 / threaded,
+            "workers_steps_per_s": together, "ratio": together * threaded}

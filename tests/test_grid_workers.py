@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rlib import experiments
-from rlib.grid_workers import resolve_workers
+from rlib.grid_workers import layout_throughput, resolve_workers
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,16 @@ def test_worker_counts_are_checked():
     for bad in (0, -2, "two", True, 1.5):
         with pytest.raises(ValueError, match="workers="):
             resolve_workers(bad)
+
+
+def seconds_by_threads(steps: int) -> float:
+    """A 'step' whose time is 1 / (torch threads): the layout measurement must see each side's thread count."""
+    return 1.0 / torch.get_num_threads()
+
+
+def test_layout_throughput_times_one_threaded_process_against_one_thread_workers():
+    before = torch.get_num_threads()
+    row = layout_throughput(seconds_by_threads, steps=1, workers=2)
+    assert row["threaded_s"] == 0.5 and row["worker_s"] == [1.0, 1.0]  # 2 threads here, 1 in each worker
+    assert row["workers_steps_per_s"] == 2.0 and row["ratio"] == 1.0
+    assert torch.get_num_threads() == before

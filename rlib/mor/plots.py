@@ -21,6 +21,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from rlib.mor.tables import smoothed_maxvio
 from rlib.plotting import PALETTE, loop_colours, new_figure, style
 
 __all__ = ["plot_budgets", "plot_compute_optimal", "plot_curves", "plot_depth_scaling", "plot_kv_geometry",
@@ -71,9 +72,8 @@ def plot_load_trace(trace: pd.DataFrame, title: str, paper_final: float, paper_r
         group = group.sort_values("step")
         label, seed, row, budget = group.iloc[0][["label", "seed", "row", "budget"]]
         values = group["maxvio"].clip(lower=floor)
-        window = max(1, len(group) // 20)
         ax.plot(group["progress"], values, color=colours[label], alpha=0.15, linewidth=0.6)
-        ax.plot(group["progress"], values.rolling(window, min_periods=1, center=True).median(), color=colours[label],
+        ax.plot(group["progress"], smoothed_maxvio(values), color=colours[label],
                 linestyle=styles[int(seed) % len(styles)],
                 label=f"{label}, {row}, {budget} budget, seed {seed}" if row != "final design" or budget != "flops"
                 else f"{label}, seed {seed}")

@@ -32,7 +32,7 @@ from rlib.vocab import CompactVocab
 __all__ = ["budget_sweep_table", "budgets_table", "compute_optimal_table", "curves", "depth_table", "depth_text",
            "fewshot_table", "gate_table", "kv_bytes", "kv_bytes_table", "kv_geometry_tables", "kv_table",
            "load_imbalance_table", "load_trace_table", "main_table", "paper_budget_table", "router_output_tables",
-           "router_table", "sharing_table", "token_depth_table", "uptrain_table"]
+           "router_table", "sharing_table", "smoothed_maxvio", "token_depth_table", "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -133,6 +133,11 @@ PAPER_FINAL_MAXVIO = 0.266  # Table 11: the final design's end-of-training MaxVi
 PAPER_RANDOM_MAXVIO = 0.007  # Table 11: a random router's
 
 
+def smoothed_maxvio(values: pd.Series) -> pd.Series:
+    """A run's per-step MaxVio (in step order) as a centred rolling median over 5% of its steps."""
+    return values.rolling(max(1, len(values) // 20), min_periods=1, center=True).median()
+
+
 def load_imbalance_table(trace: pd.DataFrame) -> pd.DataFrame:
     """Per run of `load_trace.csv`: steps, tokens per step, the share of steps whose MaxVio is above the paper's
     final-design 0.266, the median MaxVio of the last 10% of steps, the end-of-training MaxVio on held-out windows,
@@ -142,8 +147,7 @@ def load_imbalance_table(trace: pd.DataFrame) -> pd.DataFrame:
         run = run.sort_values("step")
         label, row, budget, seed = run.iloc[0][["label", "row", "budget", "seed"]]
         values = run["maxvio"].to_numpy()
-        window = max(1, len(values) // 20)
-        rolling = pd.Series(values).rolling(window, min_periods=1, center=True).median().to_numpy()
+        rolling = smoothed_maxvio(run["maxvio"].reset_index(drop=True)).to_numpy()
         above = np.flatnonzero(rolling > PAPER_FINAL_MAXVIO)
         if len(above) and above[-1] == len(values) - 1:
             settled = np.nan  # still above at the end
