@@ -98,12 +98,14 @@ run.table(tables.paper_budget_table(), "paper_budgets");
 # ## Training every model (Table 3, Fig. 3)
 #
 # Each run is cached under `runs/.work/<profile>/03_mixture_of_recursions/<run>/`; an interrupted chapter resumes
-# where it stopped. Validation NLL (top-k routing, as the paper evaluates) is logged during training.
+# where it stopped. Validation NLL (top-k routing, as the paper evaluates) is logged during training. The missing
+# runs train one per core, and the budget sweep's shorter runs (further down) train in the same pool after them.
 
 # %%
 runs = config.variants(cfg)
+sweep_cfg = config.BudgetSweepConfig.preset(profile)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-results = experiments.run_grid(cfg, work)
+results = experiments.run_grid(cfg, work, also=budget_sweep.grids(cfg, sweep_cfg, work))
 main = run.table(tables.main_table(results), "main")
 curves = tables.curves(results)
 run.figure(plots.plot_curves(curves, f"Validation NLL vs training FLOPs (isoFLOP budget {cfg.budget:.2g})"),
@@ -124,7 +126,7 @@ if cfg.fewshot_items:
 # quarter, `cpu-long` also at half):
 
 # %%
-sweep = budget_sweep.run_sweep(cfg, config.BudgetSweepConfig.preset(profile), work)
+sweep = budget_sweep.run_sweep(cfg, sweep_cfg, work)
 budgets = run.table(tables.budget_sweep_table(results, sweep, cfg), "budget_sweep")
 run.figure(plots.plot_budgets(budgets, "Test NLL against the isoFLOP budget"), "budget_sweep");
 

@@ -43,8 +43,8 @@ from rlib.config import runs_profile
 from rlib.fsutil import atomic_path
 from rlib.grid_workers import resolve_workers, run_in_workers
 
-__all__ = ["RESULT_FILE", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
-           "run_key", "stored_result", "training_curves", "work_dir"]
+__all__ = ["RESULT_FILE", "Grid", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
+           "run_grids", "run_key", "stored_result", "training_curves", "work_dir"]
 
 RESULT_FILE = "result.json"
 _TALLY = {"read": 0, "computed": 0, "read_compute_s": 0.0, "read_without_time": 0, "computed_s": 0.0}
@@ -161,59 +161,91 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
     `workers` > 1 (or "auto", `rlib.grid_workers.resolve_workers`) computes the missing runs in that many worker
     processes, one torch thread each, for runs bound by op dispatch rather than arithmetic; `compute` must then be
     importable by a worker (a module-level function or a functools.partial of one). A grid with parent items runs in
-    this process.
+    this process. `run_grids` runs several grids' missing runs in one pool.
     """
+    return run_grids([Grid(items, work, compute, context, modules, desc, unit)], workers=workers)[0]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One grid of `run_grids`: the arguments of `run_grid` but `workers`."""
+
+    items: Sequence[Any]
+    work: Path
+    compute: Callable[[Any, RunSlot], dict[str, Any]]
+    context: tuple | Callable[[Any], tuple] = ()
+    modules: Sequence[str] = ()
+    desc: str = "runs"
+    unit: str = "run"
+
+    def slots(self) -> list[RunSlot]:
+        """Each item's folder and key; repeated names are refused before anything runs."""
+        names = [item.name for item in self.items]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"run names must be unique in a grid; repeated: {repeated}")
+        code = code_digest(*self.modules)  # once per grid: an edit during a long grid does not re-key its later runs
+        out = []
+        for item in self.items:
+            extra = self.context(item) if callable(self.context) else self.context
+            out.append(RunSlot(Path(self.work) / item.name, digest(item, *extra, code)))  # = run_key(item, extra, ...)
+        return out
+
+    def parents(self) -> set[str]:
+        """Names of the items another item of this grid post-trains."""
+        return {parent.name for item in self.items if (parent := getattr(item, "parent", None)) is not None} & \
+            {item.name for item in self.items}
+
+
+def run_grids(grids: Sequence[Grid], workers: int | str = 1) -> list[list[dict[str, Any]]]:
+    """`run_grid` of every grid, each grid's results in its items' order. With `workers` > 1 the missing runs of all
+    the grids are computed in one pool, in the order given (longest grids first keeps the cores busy to the end: a
+    short grid's runs fill the second core while a long grid's last run finishes); grids with parent items run in
+    this process, after the pool."""
     from rlib.model import convert
     from rlib.progress import progress
 
-    names = [item.name for item in items]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"run names must be unique in a grid; repeated: {repeated}")
-    parents = {parent.name for item in items if (parent := getattr(item, "parent", None)) is not None} & set(names)
-    code = code_digest(*modules)  # once per grid: an edit during a long grid does not re-key its later runs
-    slots = []
-    for item in items:
-        extra = context(item) if callable(context) else context
-        slots.append(RunSlot(Path(work) / item.name, digest(item, *extra, code)))  # = run_key(item, extra, modules)
-    n_workers = 1 if parents else resolve_workers(workers)
-    missing = [i for i, slot in enumerate(slots) if stored_result(slot.folder, slot.key) is None]
-    if n_workers > 1 and len(missing) > 1:
-        return _run_grid_in_workers(items, slots, missing, compute, n_workers, desc, unit)
+    plans = [(grid, grid.slots(), grid.parents()) for grid in grids]  # every key before any run starts
+    n_workers = resolve_workers(workers)
+    pooled = [(g, i) for g, (grid, slots, parents) in enumerate(plans) if not parents
+              for i, slot in enumerate(slots) if stored_result(slot.folder, slot.key) is None]
+    in_workers = _compute_in_workers(plans, pooled, n_workers) if n_workers > 1 and len(pooled) > 1 else {}
     results = []
-    for item, slot in zip(progress(items, desc=desc, unit=unit), slots):
-        unsaved = item.name in parents and not (slot.folder / "model" / convert.CONFIG_FILE).exists()
-        results.append(cached(slot.folder, slot.key, lambda i=item, s=slot: compute(i, s), refresh=unsaved))
+    for g, (grid, slots, parents) in enumerate(plans):
+        out = []
+        for i, (item, slot) in enumerate(zip(progress(grid.items, desc=grid.desc, unit=grid.unit), slots)):
+            if (g, i) in in_workers:  # computed (and counted) by a worker just now
+                out.append(in_workers[g, i])
+                continue
+            unsaved = item.name in parents and not (slot.folder / "model" / convert.CONFIG_FILE).exists()
+            out.append(cached(slot.folder, slot.key, lambda i=item, s=slot, c=grid.compute: c(i, s), refresh=unsaved))
+        results.append(out)
     return results
 
 
-def _run_grid_in_workers(items: Sequence[Any], slots: list[RunSlot], missing: list[int], compute: Callable,
-                         workers: int, desc: str, unit: str) -> list[dict[str, Any]]:
-    """`run_grid`'s stored results read here, its missing ones computed by `rlib.grid_workers` (counted in this
-    process's tally with the seconds each worker stored)."""
+def _compute_in_workers(plans: list[tuple[Grid, list[RunSlot], set[str]]], pooled: list[tuple[int, int]],
+                        workers: int) -> dict[tuple[int, int], dict[str, Any]]:
+    """The `pooled` (grid, item) runs computed by `rlib.grid_workers` and stored in their folders, by (grid, item);
+    counted in this process's tally as computed, with the seconds each worker stored."""
     from rlib.progress import progress
 
-    results: list[dict[str, Any] | None] = [None] * len(items)
-    def changed() -> dict[str, Any]:
-        raise RuntimeError("a stored result changed while the grid started; run the grid again")
-
-    for i in sorted(set(range(len(items))) - set(missing)):
-        results[i] = cached(slots[i].folder, slots[i].key, changed)  # a current result: read (and counted)
-    bar = progress(total=len(missing), desc=f"{desc} ({workers} workers)", unit=unit)
+    descs = ", ".join(dict.fromkeys(plans[g][0].desc for g, _ in pooled))
+    bar = progress(total=len(pooled), desc=f"{descs} ({workers} workers)", unit=plans[pooled[0][0]][0].unit)
+    jobs = [(plans[g][0].items[i], plans[g][1][i], plans[g][0].compute) for g, i in pooled]
+    results: dict[tuple[int, int], dict[str, Any]] = {}
 
     def done(index: int, result: dict[str, Any]) -> None:
-        slot = slots[missing[index]]
-        results[missing[index]] = result
-        stored = json.loads((slot.folder / RESULT_FILE).read_text())
+        stored = json.loads((jobs[index][1].folder / RESULT_FILE).read_text())
         _TALLY["computed"] += 1
         _TALLY["computed_s"] += float(stored.get("seconds", 0.0))
+        results[pooled[index]] = result
         bar.update(1)
 
     try:
-        run_in_workers([(items[i], slots[i]) for i in missing], compute, workers, done, cached)
+        run_in_workers(jobs, workers, done, cached)
     finally:
         bar.close()
-    return results  # type: ignore[return-value]
+    return results
 
 
 def training_curves(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:

@@ -10,7 +10,8 @@ Each worker is a fresh `spawn`ed process (safe under Jupyter and papermill kerne
 parent's count divided by the workers, and runs `rlib.experiments.cached` itself: a finished run's `result.json` is
 written atomically as in a sequential grid, so an interrupted or failed grid keeps every run that finished and
 resumes from there. A run that fails stops the grid with its name and the worker's traceback: runs not yet started
-are cancelled, runs in progress finish and are stored first.
+are cancelled, runs in progress finish and are stored first. Several grids can share one pool
+(`rlib.experiments.run_grids`), so that a small grid's runs fill the cores while a large grid's last runs finish.
 """
 
 from __future__ import annotations
@@ -57,18 +58,20 @@ def _run_one(job: tuple[int, Callable, Callable, Any, Any]) -> tuple[int, dict[s
         raise RuntimeError(f"run {getattr(item, 'name', item)!r}: {type(err).__name__}: {err}") from err
 
 
-def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any], dict[str, Any]], workers: int,
+def run_in_workers(jobs: Sequence[tuple[Any, Any, Callable[[Any, Any], dict[str, Any]]]], workers: int,
                    on_done: Callable[[int, dict[str, Any]], None],
                    cached: Callable[[Path, str, Callable[[], dict[str, Any]]], dict[str, Any]]) -> None:
-    """Run `cached(slot.folder, slot.key, lambda: compute(item, slot))` for every (item, slot) of `jobs` in `workers`
-    processes; call `on_done(index, result)` in this process as each finishes (any order). `cached` is
-    `rlib.experiments.cached`, passed in (a worker unpickles it by name) so that this module imports nothing of
-    `rlib.experiments`, which imports it."""
-    try:
-        pickle.dumps(compute)
-    except Exception as err:  # a lambda or a closure cannot reach a spawned process
-        raise ValueError(f"workers={workers} needs a compute function a worker process can import (a module-level "
-                         f"function or a functools.partial of one); got {compute!r} ({err})") from err
+    """Run `cached(slot.folder, slot.key, lambda: compute(item, slot))` for every (item, slot, compute) of `jobs` in
+    `workers` processes, started in `jobs` order (put the longest first: the last runs then overlap short ones); call
+    `on_done(index, result)` in this process as each finishes (any order). Jobs may come from several grids, each with
+    its own compute. `cached` is `rlib.experiments.cached`, passed in (a worker unpickles it by name) so that this
+    module imports nothing of `rlib.experiments`, which imports it."""
+    for compute in {id(c): c for _, _, c in jobs}.values():
+        try:
+            pickle.dumps(compute)
+        except Exception as err:  # a lambda or a closure cannot reach a spawned process
+            raise ValueError(f"workers={workers} needs a compute function a worker process can import (a module-level "
+                             f"function or a functools.partial of one); got {compute!r} ({err})") from err
     import torch
 
     threads = max(1, torch.get_num_threads() // workers)
@@ -76,7 +79,8 @@ def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any]
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(threads,))
     with pool:
-        futures = [pool.submit(_run_one, (i, cached, compute, item, slot)) for i, (item, slot) in enumerate(jobs)]
+        futures = [pool.submit(_run_one, (i, cached, compute, item, slot)) for i, (item, slot, compute) in
+                   enumerate(jobs)]
         try:
             for future in as_completed(futures):
                 index, result = future.result()
@@ -84,8 +88,9 @@ def run_in_workers(jobs: Sequence[tuple[Any, Any]], compute: Callable[[Any, Any]
         except BaseException as err:
             pool.shutdown(wait=False, cancel_futures=True)  # queued runs never start; running ones finish and are kept
             if isinstance(err, Exception):
+                folders = sorted({str(Path(slot.folder).parent) for _, slot, _ in jobs})
                 raise RuntimeError(f"a run of the grid failed in a worker process (the runs that finished are kept in "
-                                   f"their folders under {Path(jobs[0][1].folder).parent}): {err}") from err
+                                   f"their folders under {', '.join(folders)}): {err}") from err
             raise
 
 

@@ -54,6 +54,26 @@ def test_workers_compute_missing_runs_in_other_processes_and_store_them(tmp_path
     assert again == results and experiments.cache_tally()["computed"] == after["computed"]
 
 
+def cube(item: Item, slot: experiments.RunSlot) -> dict:
+    return {"name": item.name, "cube": item.value ** 3, "pid": os.getpid()}
+
+
+def test_several_grids_share_one_pool_and_each_is_stored_as_its_own_grid(tmp_path):
+    before = experiments.cache_tally()
+    squares = experiments.Grid(ITEMS[:1], tmp_path / "squares", square, context=("s",))
+    cubes = experiments.Grid(ITEMS[1:], tmp_path / "cubes", cube, context=("c",))
+    got = experiments.run_grids([squares, cubes], workers=2)
+    assert [r["square"] for r in got[0]] == [4] and [r["cube"] for r in got[1]] == [27, 64]
+    assert all(r["pid"] != os.getpid() for g in got for r in g)  # one missing run in a grid still went to the pool
+    after = experiments.cache_tally()
+    assert after["computed"] - before["computed"] == 3 and after["read"] == before["read"]
+    # each grid's own later call reads its runs back under its own key
+    assert experiments.run_grid(ITEMS[1:], tmp_path / "cubes", cube, context=("c",)) == got[1]
+    assert experiments.cache_tally()["computed"] == after["computed"]
+    stored = json.loads((tmp_path / "squares" / "a" / experiments.RESULT_FILE).read_text())
+    assert stored["key"] == experiments.run_key(ITEMS[0], ("s",))
+
+
 def test_a_grid_with_one_missing_run_computes_it_here(tmp_path):
     experiments.run_grid(ITEMS[:2], tmp_path, square, workers=2)
     results = experiments.run_grid(ITEMS, tmp_path, square, workers=2)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlib.experiments import run_grid
+from rlib.experiments import Grid, run_grids
 from rlib.mor import experiments
 from rlib.mor.config import BudgetSweepConfig, MoRConfig, MoRVariant
 from rlib.mor.spec import MoRSpec
 
-__all__ = ["folder", "run_cell", "run_sweep", "sweep_variants"]
+__all__ = ["cell_grid", "folder", "grids", "run_cells", "run_sweep", "sweep_variants"]
 
 
 def sweep_variants(cfg: MoRConfig) -> list[MoRVariant]:
@@ -32,19 +32,29 @@ def folder(work: Path, fraction: float) -> Path:
     return Path(work) if fraction == 1 else Path(work) / f"budget-{fraction:g}"
 
 
-def run_cell(cfg: MoRConfig, held: dict, where: Path, desc: str) -> list[dict[str, Any]]:
-    """Run (or load) the sweep's three models under `cfg` (its budget, its widths) in `where`; each result gains
-    "budget_flops". Shared with Fig. 5a's width x budget grid (`rlib.mor.compute_optimal`)."""
-    runs = run_grid(sweep_variants(cfg), where, lambda v, slot: experiments.run_variant(v, cfg, slot, held),
-                    context=(cfg.grid_context(),), modules=experiments.CODE_MODULES, desc=desc)
-    return [{**r, "budget_flops": cfg.budget} for r in runs]
+def cell_grid(cfg: MoRConfig, where: Path, desc: str) -> Grid:
+    """The sweep's three models under `cfg` (its budget, its widths) in `where`, as a grid."""
+    return experiments.grid(cfg, where, sweep_variants(cfg), desc=desc)
+
+
+def run_cells(cells: list[tuple[MoRConfig, Path, str]]) -> list[list[dict[str, Any]]]:
+    """Run (or load) each (cfg, where, desc) cell's three models, the missing ones of every cell in one pool of workers
+    (`rlib.experiments.run_grids`); each result gains "budget_flops". Shared with Fig. 5a's width x budget grid
+    (`rlib.mor.compute_optimal`)."""
+    runs = run_grids([cell_grid(*cell) for cell in cells], workers="auto")
+    return [[{**r, "budget_flops": cfg.budget} for r in cell_runs] for (cfg, _, _), cell_runs in zip(cells, runs)]
+
+
+def _cells(cfg: MoRConfig, sweep: BudgetSweepConfig, work: Path) -> list[tuple[MoRConfig, Path, str]]:
+    return [(cfg.override(budget=cfg.budget * fraction), folder(work, fraction), f"budget sweep x{fraction:g}")
+            for fraction in sweep.fractions]
+
+
+def grids(cfg: MoRConfig, sweep: BudgetSweepConfig, work: Path) -> tuple[Grid, ...]:
+    """The sweep's grids, one per fraction, for `rlib.mor.experiments.run_grid(..., also=)`."""
+    return tuple(cell_grid(*cell) for cell in _cells(cfg, sweep, work))
 
 
 def run_sweep(cfg: MoRConfig, sweep: BudgetSweepConfig, work: Path) -> list[dict[str, Any]]:
     """Run (or load) every sweep model at every fraction; each result gains "budget_flops"."""
-    held = experiments.windows(cfg)
-    return [r for fraction in sweep.fractions
-            for r in run_cell(cfg.override(budget=cfg.budget * fraction), held, folder(work, fraction),
-                              f"budget sweep x{fraction:g}")]
-
-
+    return [r for cell_runs in run_cells(_cells(cfg, sweep, work)) for r in cell_runs]

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from rlib.config import ConfigError, Preset
-from rlib.mor import budget_sweep, experiments
+from rlib.mor import budget_sweep
 from rlib.mor.config import MoRConfig
 
 __all__ = ["ComputeOptimalConfig", "fit_optima", "folder", "optimal_path", "run_grid"]
@@ -96,13 +96,11 @@ def folder(work: Path, cfg: MoRConfig, width: int, fraction: float) -> Path:
 def run_grid(cfg: MoRConfig, study: ComputeOptimalConfig, work: Path) -> list[dict[str, Any]]:
     """Run (or read back) Vanilla, Recursive and MoR-EC at every width x budget; each result gains "width" and
     "budget_flops". Bad widths fail before any training."""
-    held = experiments.windows(cfg)
     cells = [(width, fraction, study.model_config(cfg, width).override(budget=cfg.budget * fraction))
              for width in study.widths for fraction in study.fractions]
-    return [{**r, "width": width}
-            for width, fraction, sub in cells
-            for r in budget_sweep.run_cell(sub, held, folder(work, cfg, width, fraction),
-                                           f"Fig. 5a: width {width}, budget x{fraction:g}")]
+    runs = budget_sweep.run_cells([(sub, folder(work, cfg, width, fraction),
+                                    f"Fig. 5a: width {width}, budget x{fraction:g}") for width, fraction, sub in cells])
+    return [{**r, "width": width} for (width, _, _), cell_runs in zip(cells, runs) for r in cell_runs]
 
 
 def fit_optima(table: pd.DataFrame) -> pd.DataFrame:

@@ -2,13 +2,17 @@
 
 `run_grid` trains every `MoRVariant` of `rlib.mor.config.variants` under its budget, scores it on held-out windows
 (top-k and causal routing), records its routing metrics and test-time depth scaling, and saves the model. Runs are
-cached and resumable like the other chapters' (`rlib.experiments.run_grid`). Text is SmolLM2's tokenizer on the
+cached and resumable like the other chapters' (`rlib.experiments.run_grid`); the missing ones train in one worker
+process per core, one torch thread each (`rlib.grid_workers`: a MoR step at these widths is partly bound by op
+dispatch, and two one-thread runs side by side did 1.12-1.19x the steps of one two-thread run,
+`benchmarks/mor_train_speed.py --side-by-side 2`). Text is SmolLM2's tokenizer on the
 poetry corpus with the compact vocabulary of `rlib.vocab` (the profile's `vocab_size`; 0 keeps all 49,152 ids).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,8 @@ from rlib.mor.model import MoRDecoder, MoRLoss, build, vanilla
 from rlib.mor.spec import MoRSpec
 from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "MAIN", "fewshot_scores", "load_model", "main_model", "make_model", "run_grid",
-           "run_steps", "test_nll", "windows"]
+__all__ = ["CHAPTER", "CODE_MODULES", "MAIN", "fewshot_scores", "grid", "load_model", "main_model", "make_model",
+           "run_grid", "run_steps", "test_nll", "variant_in_slot", "windows"]
 
 CHAPTER = "03_mixture_of_recursions"
 # every module that builds, trains or scores a run (tests/test_mor_keys.py); not rlib.mor.ablations, whose rows reach
@@ -145,13 +149,31 @@ def run_variant(variant: MoRVariant, cfg: MoRConfig, slot: experiments.RunSlot,
             "load_trace": router_terms.load_trace()}
 
 
-def run_grid(cfg: MoRConfig, work: Path, runs: list[MoRVariant] | None = None) -> list[dict[str, Any]]:
-    """Run (or load) every variant (default: `variants(cfg)`), in order."""
+@functools.lru_cache(maxsize=4)
+def _held(cfg: MoRConfig) -> dict[str, torch.Tensor]:
+    return windows(cfg)  # once per process and config: a worker scores many runs on the same windows
+
+
+def variant_in_slot(variant: MoRVariant, slot: experiments.RunSlot, cfg: MoRConfig) -> dict[str, Any]:
+    """`run_variant` on the held-out windows of `cfg`, for a grid: a module-level function, so that
+    `functools.partial(variant_in_slot, cfg=cfg)` reaches a worker process."""
+    return run_variant(variant, cfg, slot, _held(cfg))
+
+
+def grid(cfg: MoRConfig, work: Path, runs: list[MoRVariant] | None = None, desc: str = "runs") -> experiments.Grid:
+    """The grid of `runs` (default: `variants(cfg)`) under `cfg` in `work`, for `rlib.experiments.run_grids`."""
+    return experiments.Grid(variants(cfg) if runs is None else runs, work, functools.partial(variant_in_slot, cfg=cfg),
+                            context=(cfg.grid_context(),), modules=CODE_MODULES, desc=desc)
+
+
+def run_grid(cfg: MoRConfig, work: Path, runs: list[MoRVariant] | None = None,
+             also: tuple[experiments.Grid, ...] = ()) -> list[dict[str, Any]]:
+    """Run (or load) every variant (default: `variants(cfg)`), results in order, their missing runs in one worker per
+    core. The missing runs of the grids `also` (e.g. `rlib.mor.budget_sweep.grids`, read back later by their own
+    call) train in the same pool after them, so that their shorter runs fill the cores while this grid's last
+    ones finish."""
     cfg.text().save_vocabulary(work)
-    held = windows(cfg)
-    return experiments.run_grid(variants(cfg) if runs is None else runs, work,
-                                lambda v, slot: run_variant(v, cfg, slot, held), context=(cfg.grid_context(),),
-                                modules=CODE_MODULES, desc="runs")
+    return experiments.run_grids([grid(cfg, work, runs), *also], workers="auto")[0]
 
 
 def load_model(work: Path, variant_name: str) -> MoRDecoder | Decoder:
