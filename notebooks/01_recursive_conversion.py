@@ -140,8 +140,9 @@ run.figure(plots.plot_loss_curves(curves, names, f"Uptraining loss per initializ
 # Fig. F.1 asks two finer questions: does Stepwise need to keep the *last* layer (fixed ends vs fixed
 # start), and what should the norm weights of an Average init be (averaged, copied from one layer, or
 # zero)? Zero is the identity for Gemma's `(1 + w)` norms but switches every sublayer off for Llama's `w`
-# norms, so SmolLM2 should collapse under it. The norm variants train in the `cpu-long` profile (which reads
-# the `cpu` runs back and adds them, with B = 5 below); the `cpu` figure shows the Stepwise ends alone.
+# norms, so SmolLM2 should collapse under it. The Fixed-start run and the norm variants train in the `cpu-long`
+# profile (which reads the `cpu` runs back and adds them, with B = 3 and 5 below); the `cpu` figure shows the
+# default Stepwise (fixed ends) and Average alone.
 
 # %%
 names = tables.curve_labels(runs, cfg, group="ablations")
@@ -152,7 +153,8 @@ run.figure(plots.plot_loss_curves(curves, names, "Stepwise ends and Average norm
 # ## Quality against unique parameters (Fig. 4)
 #
 # The recursive models (Stepwise) against the full model, the first K layers uptrained the same way
-# (*truncated*), and the same K-layer shape trained from scratch on the same tokens (*reduced-size*).
+# (*truncated*), and the same K-layer shape trained from scratch on the same tokens (*reduced-size*). The `cpu`
+# profile has B = 2 (the paper's main setting); `cpu-long` adds B = 3 (Table F.1's second block count) and 5.
 
 # %%
 size = run.table(tables.size_table(results, cfg), "size_quality")
@@ -164,7 +166,8 @@ run.figure(plots.plot_size_quality(size, main_ppl, f"held-out perplexity, {cfg.t
 # ## Distillation at equal tokens (Sec. 3.6)
 #
 # The paper adds a forward KL to the online teacher's distribution (the full model uptrained on the same
-# data) to the cross-entropy. Here the teacher is the uptrained full model of this chapter.
+# data) to the cross-entropy. Here the teacher is the uptrained full model of this chapter. The distilled pair
+# (two seeds, beside the plain pair) trains in the `cpu-long` profile; in `cpu` the table holds the plain model.
 
 # %%
 run.table(tables.kd_table(results, cfg), "distillation");

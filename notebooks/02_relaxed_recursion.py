@@ -30,8 +30,9 @@
 #   measured by a real engine with calibrated exit rules and simulated as in the paper.
 #
 # The `cpu` profile keeps chapters 01 and 02 within an hour on 2 cores; the `cpu-long` profile reads its runs
-# back and adds the studies that do not fit: ranks up to full rank, Stepwise with zero LoRA init, prefix
-# relaxation, longer uptraining, Table J.1's coefficient sweep and co-training, and a second served rank. The
+# back and adds the studies that do not fit: ranks up to full rank, zero LoRA init (Fig. 6(c), G.2), prefix
+# relaxation, distillation and longer uptraining (Table I.1), Table J.1's coefficient sweep, co-training and Freeze
+# row, Table G.1's halvings, Table J.3's second architecture, and a second served rank. The
 # book's claims ledger takes each of their rows from the promoted `cpu-long` run and names that profile.
 
 # %% tags=["parameters"]
@@ -155,8 +156,9 @@ run.figure(plots.plot_training_loss(curves, g1, f"Training loss, recursive vs re
 #
 # ## Distillation and longer uptraining (Table I.1)
 #
-# The main relaxed model with forward KL to chapter 1's uptrained full model, and (`cpu-long` and larger profiles)
-# with more uptraining steps.
+# The main relaxed model with forward KL to chapter 1's uptrained full model and with more uptraining steps, each
+# alone and both together: `cpu-long` and larger profiles (`kd_row`, `long_factor`); in `cpu` the table holds the
+# plain model.
 
 # %%
 run.table(tables.kd_long_table(results, cfg), "kd_and_longer");

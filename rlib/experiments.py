@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 from rlib import paths
 from rlib.config import runs_profile
 from rlib.fsutil import atomic_path
-from rlib.grid_workers import resolve_workers, run_in_workers
+from rlib.grid_workers import Job, resolve_workers, run_in_workers
 
 __all__ = ["RESULT_FILE", "Grid", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
            "run_grids", "run_key", "stored_result", "training_curves", "work_dir"]
@@ -146,7 +146,8 @@ class RunSlot:
 
 def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot], dict[str, Any]],
              context: tuple | Callable[[Any], tuple] = (), modules: Sequence[str] = (), desc: str = "runs",
-             unit: str = "run", workers: int | str = 1) -> list[dict[str, Any]]:
+             unit: str = "run", workers: int | str = 1,
+             needs: Callable[[Any], Sequence[str]] | None = None) -> list[dict[str, Any]]:
     """Every item (with a `.name`) through `cached` under `work/<name>/`, with a progress bar.
 
     The key of an item is `digest(item, *context, code)` where `context` is a tuple of the settings that decide
@@ -160,10 +161,11 @@ def run_grid(items: Sequence[Any], work: Path, compute: Callable[[Any, RunSlot],
 
     `workers` > 1 (or "auto", `rlib.grid_workers.resolve_workers`) computes the missing runs in that many worker
     processes, one torch thread each, for runs bound by op dispatch rather than arithmetic; `compute` must then be
-    importable by a worker (a module-level function or a functools.partial of one). A grid with parent items runs in
-    this process. `run_grids` runs several grids' missing runs in one pool.
+    importable by a worker (a module-level function or a functools.partial of one); a child item starts once its
+    parent has finished, and an item `needs(item)` names (a run that loads another run's saved model, e.g. a
+    distillation teacher) once those have. `run_grids` runs several grids' missing runs in one pool.
     """
-    return run_grids([Grid(items, work, compute, context, modules, desc, unit)], workers=workers)[0]
+    return run_grids([Grid(items, work, compute, context, modules, desc, unit, needs)], workers=workers)[0]
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,7 @@ class Grid:
     modules: Sequence[str] = ()
     desc: str = "runs"
     unit: str = "run"
+    needs: Callable[[Any], Sequence[str]] | None = None  # names of this grid's items a run loads (e.g. a teacher)
 
     def slots(self) -> list[RunSlot]:
         """Each item's folder and key; repeated names are refused before anything runs."""
@@ -196,20 +199,28 @@ class Grid:
         return {parent.name for item in self.items if (parent := getattr(item, "parent", None)) is not None} & \
             {item.name for item in self.items}
 
+    def needed(self, item: Any) -> list[str]:
+        """The names of this grid's items that must finish before `item` starts: its parent and `needs(item)` (names
+        outside the grid are left to the run itself, which checks that what it loads exists)."""
+        parent = getattr(item, "parent", None)
+        names = ([parent.name] if parent is not None else []) + list(self.needs(item) if self.needs else [])
+        known = {i.name for i in self.items}
+        return [n for n in dict.fromkeys(names) if n in known and n != item.name]
+
 
 def run_grids(grids: Sequence[Grid], workers: int | str = 1) -> list[list[dict[str, Any]]]:
     """`run_grid` of every grid, each grid's results in its items' order. With `workers` > 1 the missing runs of all
     the grids are computed in one pool, in the order given (longest grids first keeps the cores busy to the end: a
-    short grid's runs fill the second core while a long grid's last run finishes); grids with parent items run in
-    this process, after the pool."""
-    from rlib.model import convert
+    short grid's runs fill the second core while a long grid's last run finishes); a run starts once the runs it
+    needs (`Grid.needed`: its parent, a teacher it loads) have finished."""
     from rlib.progress import progress
 
     plans = [(grid, grid.slots(), grid.parents()) for grid in grids]  # every key before any run starts
     n_workers = resolve_workers(workers)
-    pooled = [(g, i) for g, (grid, slots, parents) in enumerate(plans) if not parents
-              for i, slot in enumerate(slots) if stored_result(slot.folder, slot.key) is None]
-    in_workers = _compute_in_workers(plans, pooled, n_workers) if n_workers > 1 and len(pooled) > 1 else {}
+    todo = [(g, i, unsaved) for g, (grid, slots, parents) in enumerate(plans) for i, slot in enumerate(slots)
+            if (unsaved := _unsaved_parent(grid.items[i], slot, parents))
+            or stored_result(slot.folder, slot.key) is None]
+    in_workers = _compute_in_workers(plans, todo, n_workers) if n_workers > 1 and len(todo) > 1 else {}
     results = []
     for g, (grid, slots, parents) in enumerate(plans):
         out = []
@@ -217,28 +228,42 @@ def run_grids(grids: Sequence[Grid], workers: int | str = 1) -> list[list[dict[s
             if (g, i) in in_workers:  # computed (and counted) by a worker just now
                 out.append(in_workers[g, i])
                 continue
-            unsaved = item.name in parents and not (slot.folder / "model" / convert.CONFIG_FILE).exists()
-            out.append(cached(slot.folder, slot.key, lambda i=item, s=slot, c=grid.compute: c(i, s), refresh=unsaved))
+            out.append(cached(slot.folder, slot.key, lambda i=item, s=slot, c=grid.compute: c(i, s),
+                              refresh=_unsaved_parent(item, slot, parents)))
         results.append(out)
     return results
 
 
-def _compute_in_workers(plans: list[tuple[Grid, list[RunSlot], set[str]]], pooled: list[tuple[int, int]],
+def _unsaved_parent(item: Any, slot: RunSlot, parents: set[str]) -> bool:
+    """A parent item whose model folder is missing: computed again (`run_grid`'s docstring)."""
+    from rlib.model import convert
+
+    return item.name in parents and not (slot.folder / "model" / convert.CONFIG_FILE).exists()
+
+
+def _compute_in_workers(plans: list[tuple[Grid, list[RunSlot], set[str]]], todo: list[tuple[int, int, bool]],
                         workers: int) -> dict[tuple[int, int], dict[str, Any]]:
-    """The `pooled` (grid, item) runs computed by `rlib.grid_workers` and stored in their folders, by (grid, item);
-    counted in this process's tally as computed, with the seconds each worker stored."""
+    """The `todo` (grid, item, refresh) runs computed by `rlib.grid_workers` and stored in their folders, by (grid,
+    item); a run starts once the runs it needs (its parent, `Grid.needs`) that are also computed here have finished.
+    Counted in this process's tally as computed, with the seconds each worker stored."""
     from rlib.progress import progress
 
-    descs = ", ".join(dict.fromkeys(plans[g][0].desc for g, _ in pooled))
-    bar = progress(total=len(pooled), desc=f"{descs} ({workers} workers)", unit=plans[pooled[0][0]][0].unit)
-    jobs = [(plans[g][0].items[i], plans[g][1][i], plans[g][0].compute) for g, i in pooled]
+    position = {(g, i): n for n, (g, i, _) in enumerate(todo)}
+    jobs = []
+    for g, i, refresh in todo:
+        grid, slots = plans[g][0], plans[g][1]
+        index = {item.name: k for k, item in enumerate(grid.items)}
+        needs = tuple(position[g, index[name]] for name in grid.needed(grid.items[i]) if (g, index[name]) in position)
+        jobs.append(Job(grid.items[i], slots[i], grid.compute, refresh, needs))
+    descs = ", ".join(dict.fromkeys(plans[g][0].desc for g, _, _ in todo))
+    bar = progress(total=len(todo), desc=f"{descs} ({workers} workers)", unit=plans[todo[0][0]][0].unit)
     results: dict[tuple[int, int], dict[str, Any]] = {}
 
-    def done(index: int, result: dict[str, Any]) -> None:
-        stored = json.loads((jobs[index][1].folder / RESULT_FILE).read_text())
+    def done(n: int, result: dict[str, Any]) -> None:
+        stored = json.loads((jobs[n].slot.folder / RESULT_FILE).read_text())
         _TALLY["computed"] += 1
         _TALLY["computed_s"] += float(stored.get("seconds", 0.0))
-        results[pooled[index]] = result
+        results[todo[n][:2]] = result
         bar.update(1)
 
     try:

@@ -11,7 +11,12 @@ parent's count divided by the workers, and runs `rlib.experiments.cached` itself
 written atomically as in a sequential grid, so an interrupted or failed grid keeps every run that finished and
 resumes from there. A run that fails stops the grid with its name and the worker's traceback: runs not yet started
 are cancelled, runs in progress finish and are stored first. Several grids can share one pool
-(`rlib.experiments.run_grids`), so that a small grid's runs fill the cores while a large grid's last runs finish.
+(`rlib.experiments.run_grids`), so that a small grid's runs fill the cores while a large grid's last runs finish, and
+a run can wait for the runs it needs (`Job.needs`: a parent, a teacher).
+
+A run in a worker computes on one thread: where a kernel splits a reduction across threads, its rounding may differ
+from the same run in a two-thread process, so a grid resumed with a single missing run (which runs in the parent) may
+differ from an uninterrupted one in the last digits.
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ import multiprocessing
 import os
 import pickle
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROGRESS_ENV", "layout_throughput", "resolve_workers", "run_in_workers"]
+__all__ = ["PROGRESS_ENV", "Job", "layout_throughput", "resolve_workers", "run_in_workers"]
 
 PROGRESS_ENV = "RLIB_PROGRESS"  # "off" silences rlib.progress bars (set in workers: the parent's bar counts runs)
 
@@ -50,23 +56,49 @@ def _start_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _run_one(job: tuple[int, Callable, Callable, Any, Any]) -> tuple[int, dict[str, Any]]:
-    index, cached, compute, item, slot = job
+@dataclass(frozen=True)
+class Job:
+    """One run for `run_in_workers`: `cached(slot.folder, slot.key, lambda: compute(item, slot), refresh=refresh)`,
+    started only once the jobs at the indices `needs` have finished (a run that loads another's saved model)."""
+
+    item: Any
+    slot: Any
+    compute: Callable[[Any, Any], dict[str, Any]]
+    refresh: bool = False
+    needs: tuple[int, ...] = ()
+
+
+def _run_one(index: int, job: Job, cached: Callable) -> tuple[int, dict[str, Any]]:
     try:
-        return index, cached(slot.folder, slot.key, lambda: compute(item, slot))
+        return index, cached(job.slot.folder, job.slot.key, lambda: job.compute(job.item, job.slot),
+                             refresh=job.refresh)
     except Exception as err:
-        raise RuntimeError(f"run {getattr(item, 'name', item)!r}: {type(err).__name__}: {err}") from err
+        raise RuntimeError(f"run {getattr(job.item, 'name', job.item)!r}: {type(err).__name__}: {err}") from err
 
 
-def run_in_workers(jobs: Sequence[tuple[Any, Any, Callable[[Any, Any], dict[str, Any]]]], workers: int,
-                   on_done: Callable[[int, dict[str, Any]], None],
-                   cached: Callable[[Path, str, Callable[[], dict[str, Any]]], dict[str, Any]]) -> None:
-    """Run `cached(slot.folder, slot.key, lambda: compute(item, slot))` for every (item, slot, compute) of `jobs` in
-    `workers` processes, started in `jobs` order (put the longest first: the last runs then overlap short ones); call
-    `on_done(index, result)` in this process as each finishes (any order). Jobs may come from several grids, each with
-    its own compute. `cached` is `rlib.experiments.cached`, passed in (a worker unpickles it by name) so that this
-    module imports nothing of `rlib.experiments`, which imports it."""
-    for compute in {id(c): c for _, _, c in jobs}.values():
+def _check_needs(jobs: Sequence[Job]) -> None:
+    """Every `needs` index names a job, and some order runs them all (no cycle); before any run starts."""
+    bad = sorted({n for job in jobs for n in job.needs if not 0 <= n < len(jobs)})
+    if bad:
+        raise ValueError(f"jobs need indices {bad} outside the {len(jobs)} jobs")
+    finished: set[int] = set()
+    while len(finished) < len(jobs):
+        ready = {i for i, job in enumerate(jobs) if i not in finished and set(job.needs) <= finished}
+        if not ready:
+            stuck = [getattr(jobs[i].item, "name", i) for i in range(len(jobs)) if i not in finished]
+            raise ValueError(f"runs {stuck} wait on each other: their needs form a cycle")
+        finished |= ready
+
+
+def run_in_workers(jobs: Sequence[Job], workers: int, on_done: Callable[[int, dict[str, Any]], None],
+                   cached: Callable[..., dict[str, Any]]) -> None:
+    """Run every job of `jobs` in `workers` processes and call `on_done(index, result)` in this process as each
+    finishes (any order). A free worker takes the first job in `jobs` order whose `needs` have finished, so put the
+    longest first: the last runs then overlap short ones. Jobs may come from several grids, each with its own compute.
+    `cached` is `rlib.experiments.cached`, passed in (a worker unpickles it by name) so that this module imports
+    nothing of `rlib.experiments`, which imports it."""
+    _check_needs(jobs)
+    for compute in {id(job.compute): job.compute for job in jobs}.values():
         try:
             pickle.dumps(compute)
         except Exception as err:  # a lambda or a closure cannot reach a spawned process
@@ -78,17 +110,23 @@ def run_in_workers(jobs: Sequence[tuple[Any, Any, Callable[[Any, Any], dict[str,
     # concurrent.futures' workers are not daemonic (multiprocessing.Pool's are), so a run may start processes itself
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(threads,))
+    pending, finished, running = list(range(len(jobs))), set(), set()
     with pool:
-        futures = [pool.submit(_run_one, (i, cached, compute, item, slot)) for i, (item, slot, compute) in
-                   enumerate(jobs)]
         try:
-            for future in as_completed(futures):
-                index, result = future.result()
-                on_done(index, result)
+            while pending or running:
+                ready = [i for i in pending if set(jobs[i].needs) <= finished]
+                for i in ready[:workers - len(running)]:
+                    pending.remove(i)
+                    running.add(pool.submit(_run_one, i, jobs[i], cached))
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index, result = future.result()
+                    finished.add(index)
+                    on_done(index, result)
         except BaseException as err:
             pool.shutdown(wait=False, cancel_futures=True)  # queued runs never start; running ones finish and are kept
             if isinstance(err, Exception):
-                folders = sorted({str(Path(slot.folder).parent) for _, slot, _ in jobs})
+                folders = sorted({str(Path(job.slot.folder).parent) for job in jobs})
                 raise RuntimeError(f"a run of the grid failed in a worker process (the runs that finished are kept in "
                                    f"their folders under {', '.join(folders)}): {err}") from err
             raise

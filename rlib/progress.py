@@ -31,7 +31,7 @@ def progress(iterable: Iterable | None = None, total: int | None = None, desc: s
     """A tqdm bar for the current environment; keyword arguments go to tqdm and win over defaults. RLIB_PROGRESS=off
     silences every bar (grid worker processes set it: the parent's bar counts their runs)."""
     if os.environ.get("RLIB_PROGRESS", "") == "off":
-        kw = {"disable": True, **kw}
+        kw = {**kw, "disable": True}  # over a caller's disable=False too (rlib.train passes one)
     if os.environ.get("RLIB_BOOK_RUNNER", "") not in ("", "0"):
         from tqdm.std import tqdm
 

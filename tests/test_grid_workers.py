@@ -117,3 +117,66 @@ def test_layout_throughput_times_one_threaded_process_against_one_thread_workers
     assert row["threaded_s"] == 0.5 and row["worker_s"] == [1.0, 1.0]  # 2 threads here, 1 in each worker
     assert row["workers_steps_per_s"] == 2.0 and row["ratio"] == 1.0
     assert torch.get_num_threads() == before
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    after: str = ""
+
+
+def stamp(item: Step, slot: experiments.RunSlot) -> dict:
+    """A run that reads the run it needs (as a distillation run loads its teacher's saved model)."""
+    import time
+
+    if item.after:
+        needed = json.loads((slot.folder.parent / item.after / "stamp.json").read_text())
+    else:
+        time.sleep(0.5)  # the needed run is the slow one: without the wait its dependant would start first
+        needed = None
+    (slot.folder / "stamp.json").write_text(json.dumps({"at": time.time()}))
+    return {"name": item.name, "read": needed is not None, "pid": os.getpid()}
+
+
+def test_a_run_starts_only_after_the_run_it_needs(tmp_path):
+    steps = [Step("teacher"), Step("student", after="teacher"), Step("other")]
+    results = experiments.run_grid(steps, tmp_path, stamp, workers=2, needs=lambda s: [s.after] if s.after else [])
+    assert [r["read"] for r in results] == [False, True, False]
+    assert all(r["pid"] != os.getpid() for r in results)
+
+
+def test_needs_that_form_a_cycle_are_refused_before_any_run(tmp_path):
+    steps = [Step("a", after="b"), Step("b", after="a")]
+    with pytest.raises(ValueError, match="wait on each other"):
+        experiments.run_grid(steps, tmp_path, stamp, workers=2, needs=lambda s: [s.after])
+    assert not any((tmp_path / s.name / experiments.RESULT_FILE).exists() for s in steps)
+
+
+@dataclass(frozen=True)
+class Post:
+    name: str
+    parent: Item
+
+
+def train_or_post_train(item, slot: experiments.RunSlot) -> dict:
+    """A parent saves its model only when the grid keeps models (a marker file), as chapter 02's grids do; a child
+    loads its parent's saved model."""
+    from rlib.model import convert
+
+    if isinstance(item, Post):
+        parent_model = slot.folder.parent / item.parent.name / "model" / convert.CONFIG_FILE
+        return {"name": item.name, "base": json.loads(parent_model.read_text())["pid"]}
+    if (slot.folder.parent / "keep").exists():
+        (slot.folder / "model").mkdir(parents=True, exist_ok=True)
+        (slot.folder / "model" / convert.CONFIG_FILE).write_text(json.dumps({"pid": os.getpid()}))
+    return {"name": item.name, "pid": os.getpid()}
+
+
+def test_a_child_waits_for_its_parent_and_an_unsaved_parent_is_computed_again_in_a_worker(tmp_path):
+    base, other = Item("base", 1), Item("other", 2)
+    experiments.run_grid([base], tmp_path, train_or_post_train)  # stored without its model
+    (tmp_path / "keep").touch()
+    grid = [base, Post("post", base), Post("post2", base), other]
+    results = experiments.run_grid(grid, tmp_path, train_or_post_train, workers=2)
+    assert results[0]["pid"] != os.getpid()  # the parent ran again, in a worker, and saved its model first
+    assert results[1]["base"] == results[2]["base"] == results[0]["pid"]

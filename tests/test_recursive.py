@@ -24,7 +24,7 @@ def test_cpu_run_list_is_ordered_and_unique():
     assert len(names) == len(set(names))
     assert runs[0] == Variant("full", seed=0)  # the teacher comes first
     assert {v.init for v in runs if v.kind == "recursive"} >= set(cfg.inits)
-    assert sum(v.kd for v in runs) == len(cfg.seeds)
+    assert sum(v.kd for v in runs) == len(cfg.kd_seeds)  # cpu: none (cpu-long's)
     seeded = [v for v in runs if v.kind == "recursive" and v.init == "stepwise" and not v.kd and not v.corpus
               and v.n_loops == cfg.init_loops]
     assert sorted(v.seed for v in seeded) == list(cfg.seeds)
@@ -49,6 +49,10 @@ def test_bad_configs_fail_before_any_work():
         cpu.override(inits=("best",))
     with pytest.raises(ConfigError, match="must include train_corpus"):
         cpu.override(eval_corpora=("shakespeare",))
+    with pytest.raises(ConfigError, match="extra_inits \\['best'\\]"):
+        cpu.override(extra_inits=("best",))
+    with pytest.raises(ConfigError, match="kd_seeds \\[7\\] are not among seeds"):
+        cpu.override(kd_seeds=(0, 7))
     with pytest.raises(ConfigError, match=r"loops \[4\] do not divide the 30 layers.*valid: \[1, 2, 3, 5"):
         cpu.override(loops=(2, 4)).check_model(30)
     # one peak rate for every start, as in the paper (the cpu value is chosen by rlib.recursive.lr_sweep)
@@ -131,14 +135,20 @@ def test_lr_sweep_picks_the_lowest_mean_validation_loss_and_rejects_bad_rates(tm
 
 
 def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
-    """cpu-long reads cpu's runs back (same grid context, so the same keys) and adds B = 5 and the norm variants."""
+    """cpu-long reads cpu's runs back (same grid context, so the same keys) and adds B = 3 and 5, Fig. F.1's
+    ablations and Table I.1's distilled pair (the studies that do not fit the cpu profile's hour with chapter 02)."""
     cpu, long = RecursiveConfig.preset("cpu"), RecursiveConfig.preset("cpu-long")
     assert cpu.grid_context() == long.grid_context()
     short, extended = {v.name for v in variants(cpu)}, {v.name for v in variants(long)}
     assert short < extended
     added = [v for v in variants(long) if v.name not in short]
-    assert {v.n_loops for v in added} | {v.norm_init for v in added} >= {5, "choice", "zero"}
-    assert {v.init for v in added if v.kind == "recursive" and v.n_loops == 3} == {"average", "lower", "random"}
+    assert {v.n_loops for v in added} | {v.norm_init for v in added} >= {3, 5, "choice", "zero"}
+    assert {v.name for v in added} >= {"recursive-B2-stepwise_fixed_start-s0", "recursive-B2-stepwise-kd-s0",
+                                       "recursive-B2-stepwise-kd-s1", "recursive-B3-stepwise-s0", "truncated-B3-s0",
+                                       "scratch-B3-s0"}
+    assert {v.n_loops for v in variants(cpu)} == {1, 2} and not any(v.kd for v in variants(cpu))
+    assert {v.init for v in added if v.kind == "recursive" and v.n_loops == 3} == {"stepwise", "average", "lower",
+                                                                                  "random"}
     assert not cpu.step0_tasks and RecursiveConfig.preset("gpu").step0_tasks
     without_b3 = long.override(loops=(2, 5))  # no Stepwise B = 3 to compare with: the B = 3 rows go with it
     assert not [v for v in variants(without_b3) if v.n_loops == 3]

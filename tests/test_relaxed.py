@@ -31,7 +31,10 @@ def test_cpu_grid_covers_the_claims():
     for init in cfg.inits:
         ranks = cfg.ranks if init in cfg.rank_inits else (max(cfg.ranks),)
         assert {(init, 0, "svd")} | {(init, r, "svd") for r in ranks} <= uptrained
-    assert {(i, max(cfg.ranks), "zero") for i in ("average", "lower")} <= uptrained
+    assert not cfg.zero_inits and not any(v.kd for v in runs)  # Fig. 6(c)'s zero inits and Table I.1's KD: cpu-long
+    long = variants(RelaxedConfig.preset("cpu-long"))
+    assert {(i, max(cfg.ranks), "zero") for i in ("average", "lower")} <= {(v.init, v.rank, v.lora_init) for v in long}
+    assert any(v.kd and v.steps_factor == 1 for v in long)
     post = {(v.rank, v.exit) for v in runs if v.phase == "post"}
     assert {(0, "none"), (0, "aggressive")} <= post
     assert cfg.train_config(RelaxedVariant(phase="post", exit="aggressive")).max_steps == cfg.post_steps

@@ -346,6 +346,7 @@ def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
              "stepwise-r0-post_aggressive0.3-s0", "stepwise-r0-post_aggressive0.05-s0",
              "stepwise-r0-post_aggressive0.01-s0", "average-r16-svd-post_aggressive_kd-s0",
              "stepwise-r0-co_aggressive_kd-s0",  # the studies the cpu profile leaves to cpu-long (issue 27's hour)
+             "average-r64-zero-s0", "lower-r64-zero-s0", "average-r64-svd-kd-s0",  # and issue 23's hour
              "stepwise-r0-post_aggressive-freeze128-s0"]  # Table J.1's Freeze row
     table_g1 = [f"average-r64-svd{f'-half{g}' if g else ''}-s{s}" for g in ("", "q_o", "kv", "ffn", "attn")
                 for s in (0, 1, 2)][1:]  # Table G.1, beside the main grid's average-r64-svd-s0

@@ -36,7 +36,10 @@ SHIFT_GAIN = nats(11.46, 10.76)  # Table 2: Gemma's own SlimPajama PPL before vs
 PARAM_TOLERANCE = 1e-3  # ours: non-embedding ratio vs 1/B (the final norm is not looped)
 
 _NEEDS_B3_INITS = ("needs: recursive B=3 (K=10) models uptrained with the average, lower and random inits beside "
-                   "Stepwise B=3, same steps and rate")
+                   "Stepwise B=3, same steps and rate (loops with 3 and b3_inits: the cpu-long profile)")
+_NEEDS_B3 = "needs: the Stepwise model at B = 3 (loops with 3: the cpu-long profile)"
+_NEEDS_FIXED_START = "needs: the Fixed-start Stepwise run (extra_inits: the cpu-long profile)"
+_NEEDS_KD = "needs: the distilled Stepwise runs beside the plain ones (kd_seeds: the cpu-long profile)"
 
 SPECS = (
     ClaimSpec(
@@ -258,7 +261,8 @@ def _beat_random(tables, cfg: RecursiveConfig) -> Outcome:
     rand = _init_nll(home, cfg, "random")
     required = [i for i in ("stepwise", "average", "lower") if i in cfg.inits]
     gaps = {i: rand - _init_nll(home, cfg, i) for i in required}
-    extra = {i: rand - _init_nll(home, cfg, i) for i in ("stepwise_fixed_start",) if i in cfg.inits}
+    extra = {i: rand - _init_nll(home, cfg, i) for i in ("stepwise_fixed_start",) if i in (*cfg.inits,
+                                                                                             *cfg.extra_inits)}
     measured = f"random {rand:.3f}; " + ", ".join(f"{i} {rand - g:.3f} ({-g:+.3f})"
                                                   for i, g in {**gaps, **extra}.items())
     short = [i for i, g in gaps.items() if g <= RANDOM_MARGIN]
@@ -317,6 +321,8 @@ def _stepwise_best(tables, cfg: RecursiveConfig) -> Outcome:
 @rules("rrt.figF1a.fixed_ends_beat_fixed_start", "runs")
 def _fixed_ends(tables, cfg: RecursiveConfig) -> Outcome:
     home = _home(tables, cfg)
+    if "stepwise_fixed_start" not in (*cfg.inits, *cfg.extra_inits):
+        raise Missing(_NEEDS_FIXED_START)
     ends, start, spread = _init_nll(home, cfg, "stepwise"), _init_nll(home, cfg, "stepwise_fixed_start"), \
         _spread(tables, cfg)
     measured = f"fixed ends {ends:.3f} vs fixed start {start:.3f} ({start - ends:+.3f} for fixed start; seed spread " \
@@ -393,6 +399,8 @@ def _rising(pairs: list[tuple[str, float]]) -> tuple[bool, str, str]:
 
 @rules("rrt.tabF1.more_blocks_lower_quality", "runs")
 def _more_blocks(tables, cfg: RecursiveConfig) -> Outcome:
+    if 3 not in {cfg.init_loops, *cfg.loops}:
+        raise Missing(_NEEDS_B3)
     held, measured, broken = _rising(_blocks_chain(tables, cfg, [2, 3]))
     return Outcome(held, measured + f" (the paper's B=2 -> 3 step {BLOCKS_STEP:.3f})",
                    ("budget", f"{broken}: single-seed runs, compare the seed spread "
@@ -405,7 +413,8 @@ def _more_blocks_ours(tables, cfg: RecursiveConfig) -> Outcome:
     loops = [b for b in sorted({cfg.init_loops, *cfg.loops}) if len(rows(home, kind="recursive", n_loops=b,
                                                                          init="stepwise", seed=cfg.seeds[0]))]
     if len(loops) < 2:
-        raise Missing("fewer than two loop counts of the Stepwise recursive model")
+        raise Missing("fewer than two loop counts of the Stepwise recursive model; needs: loops beyond init_loops "
+                      "(the cpu-long profile)")
     held, measured, broken = _rising(_blocks_chain(tables, cfg, loops))
     return Outcome(held, measured, ("budget", f"{broken}: single-seed runs, compare the seed spread "
                                               f"{_spread(tables, cfg):.3f}; needs: more seeds"))
@@ -427,6 +436,8 @@ def _b3_inits(tables, cfg: RecursiveConfig) -> Outcome:
 
 @rules("rrt.tabI1.kd_helps_recursive", "runs")
 def _kd(tables, cfg: RecursiveConfig) -> Outcome:
+    if not (cfg.kd_alpha > 0 and cfg.kd_seeds):
+        raise Missing(_NEEDS_KD)
     main = rows(tables["runs"], corpus=cfg.train_corpus, norm_init="average", kind="recursive", init="stepwise",
                 n_loops=cfg.init_loops)
     main = main[main["seed"].isin(cfg.seeds)]

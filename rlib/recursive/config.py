@@ -31,9 +31,9 @@ PRETRAINED_INITS = ("stepwise", "stepwise_fixed_start", "average", "lower", "upp
 
 
 # RecursiveConfig fields that only add runs to the grid, each run carrying its own value in its `Variant` (n_loops,
-# norm_init): not part of any run's key, so the cpu-long profile's extension of the cpu grid (B = 5, Fig. F.1(b)'s
-# norm variants) reads cpu's runs back and trains only the added ones
-EXTENSION_FIELDS = ("loops", "norm_inits", "b3_inits")
+# init, norm_init, kd, seed): not part of any run's key, so the cpu-long profile's extension of the cpu grid (B = 3
+# and 5, Fig. F.1's ablations, Table I.1's distillation) reads cpu's runs back and trains only the added ones
+EXTENSION_FIELDS = ("loops", "norm_inits", "b3_inits", "extra_inits", "kd_seeds")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,9 @@ class RecursiveConfig(Preset):
     # uptrained models, so this column is the book's own)
     b3_inits: tuple[str, ...] = ()  # Table F.1's B = 3 rows: these inits also uptrained at B = 3, first seed; run only
     # when 3 is in `loops` (Stepwise B = 3 is their reference), so overriding `loops` drops them with it
+    extra_inits: tuple[str, ...] = ()  # inits uptrained at B = init_loops beside `inits`, first seed, as an extension
+    # (Fig. F.1(a)'s Fixed-start Stepwise in cpu-long)
+    kd_seeds: tuple[int, ...] = ()  # seeds of Table I.1's distilled Stepwise model (kd_alpha > 0), each among `seeds`
 
     UNKEYED_FIELDS = EXTENSION_FIELDS  # left out of the run cache's key (Preset.grid_context)
 
@@ -82,15 +85,16 @@ class RecursiveConfig(Preset):
             lr=1e-3, warmup_steps=1, eval_every=3, val_windows=2, n_eval_windows=2, init_loops=2,
             inits=("stepwise", "random"), norm_inits=(), seeded_inits=(), seeds=(0,), loops=(2, 3), kd_alpha=1.0,
             tasks=("book_nextline",), task_limit=2, precision="auto", keep_models=False, checkpoint_every=0,
-            b3_inits=("random",)),
-        # 15 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~300 tokens/s; B = 5 and the norm variants of
-        # Fig. F.1(b) are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
+            b3_inits=("random",), kd_seeds=(0,)),
+        # 9 runs of 48 steps x 4 x 128 tokens (24.6k tokens each) at ~200 tokens/s; B = 3 and 5, Fig. F.1's
+        # ablations (Fixed-start, the norm variants) and Table I.1's distillation pair are cpu-long's (below), so that
+        # chapters 01 + 02 fit issue 23's hour (the five runs moved took 15.2 min on 2026-12-01's EPYC)
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", shift_corpus="python-stdlib", shift_recursive=False,
             eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), seq_len=128, batch_size=4,
             micro_batch_size=4, steps=48, lr=1e-3, warmup_steps=5, eval_every=16, val_windows=16,
-            n_eval_windows=32, init_loops=2, inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"),
-            norm_inits=(), seeded_inits=("stepwise",), seeds=(0, 1), loops=(2, 3), kd_alpha=1.0,
+            n_eval_windows=32, init_loops=2, inits=("stepwise", "average", "lower", "random"),
+            norm_inits=(), seeded_inits=("stepwise",), seeds=(0, 1), loops=(2,), kd_alpha=1.0,
             tasks=("book_cloze", "book_nextline", "book_code"), task_limit=40, precision="auto", keep_models=True,
             checkpoint_every=0, step0_tasks=False),
         "gpu": dict(
@@ -101,7 +105,7 @@ class RecursiveConfig(Preset):
             inits=("stepwise", "stepwise_fixed_start", "average", "lower", "random"), norm_inits=("choice", "zero"),
             seeded_inits=("stepwise", "average", "lower"), seeds=(0, 1, 2), loops=(2, 3), kd_alpha=1.0,
             tasks=("book_cloze", "book_nextline", "book_code"), task_limit=200, precision="auto", keep_models=True,
-            checkpoint_every=250),
+            checkpoint_every=250, kd_seeds=(0, 1, 2)),
         "paper": dict(
             model="hf:google/gemma-2-2b", train_corpus="hf:cerebras/SlimPajama-627B",
             shift_corpus="hf:HuggingFaceFW/fineweb-edu", shift_recursive=True,
@@ -110,13 +114,14 @@ class RecursiveConfig(Preset):
             n_eval_windows=1024, init_loops=2, inits=("stepwise", "average", "lower", "random"),
             norm_inits=("choice", "zero"), seeded_inits=(), seeds=(0,), loops=(2, 3), kd_alpha=1.0,
             tasks=("lambada_openai", "hellaswag", "piqa", "winogrande", "arc_easy", "arc_challenge", "openbookqa"),
-            task_limit=100000, precision="auto", keep_models=True, checkpoint_every=500),
+            task_limit=100000, precision="auto", keep_models=True, checkpoint_every=500, kd_seeds=(0,)),
     }
-    # cpu-long: the cpu grid (read back from cpu's run folders) plus B = 5 (Fig. 4's size sweep past the paper's B = 3,
-    # with its truncated and scratch models), Fig. F.1(b)'s norm variants of the Average init and Table F.1's B = 3
-    # rows of the other inits
+    # cpu-long: the cpu grid (read back from cpu's run folders) plus B = 3 and 5 (Fig. 4's size sweep, Table F.1's B = 3
+    # rows of every init, each B with its truncated and scratch models), Fig. F.1(a)'s Fixed-start Stepwise, Fig.
+    # F.1(b)'s norm variants of the Average init and Table I.1's distilled Stepwise pair
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "loops": (2, 3, 5), "norm_inits": ("choice", "zero"),
-                           "b3_inits": ("average", "lower", "random")}
+                           "b3_inits": ("average", "lower", "random"), "extra_inits": ("stepwise_fixed_start",),
+                           "kd_seeds": (0, 1)}
 
     @property
     def b3_rows(self) -> tuple[str, ...]:
@@ -132,6 +137,13 @@ class RecursiveConfig(Preset):
         bad = [i for i in self.b3_inits if i not in looping.INITS]
         if bad:
             raise ConfigError(f"b3_inits {bad} unknown; choose from {list(looping.INITS)}")
+        bad = [i for i in self.extra_inits if i not in looping.INITS]
+        if bad:
+            raise ConfigError(f"extra_inits {bad} unknown; choose from {list(looping.INITS)}")
+        bad = [s for s in self.kd_seeds if s not in self.seeds]
+        if bad:
+            raise ConfigError(f"kd_seeds {bad} are not among seeds {list(self.seeds)}: a distilled model is compared "
+                              f"with the plain one of its seed; add them to seeds or drop them")
         bad = [n for n in self.norm_inits if n not in looping.NORM_INITS]
         if bad:
             raise ConfigError(f"norm_inits {bad} unknown; choose from {list(looping.NORM_INITS)}")
@@ -212,13 +224,16 @@ def variants(cfg: RecursiveConfig) -> list[Variant]:
     for init in cfg.inits:
         for seed in cfg.seeds if init in cfg.seeded_inits else (first,):
             runs.append(Variant("recursive", cfg.init_loops, init, seed=seed))
+    for init in cfg.extra_inits:
+        for seed in cfg.seeds if init in cfg.seeded_inits else (first,):
+            runs.append(Variant("recursive", cfg.init_loops, init, seed=seed))
     runs += [Variant("recursive", cfg.init_loops, "average", norm_init=n, seed=first) for n in cfg.norm_inits]
     runs += [Variant("recursive", b, "stepwise", seed=first) for b in cfg.loops if b != cfg.init_loops]
     runs += [Variant("recursive", 3, init, seed=first) for init in cfg.b3_rows]  # Table F.1's B = 3 rows
     for b in cfg.loops:
         runs += [Variant("truncated", b, seed=first), Variant("scratch", b, seed=first)]
     if cfg.kd_alpha > 0:
-        runs += [Variant("recursive", cfg.init_loops, "stepwise", kd=True, seed=s) for s in cfg.seeds]
+        runs += [Variant("recursive", cfg.init_loops, "stepwise", kd=True, seed=s) for s in cfg.kd_seeds]
     runs.append(Variant("full", corpus=cfg.shift_corpus, seed=first))
     if cfg.shift_recursive:
         runs.append(Variant("recursive", cfg.init_loops, "stepwise", corpus=cfg.shift_corpus, seed=first))

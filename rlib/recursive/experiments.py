@@ -4,13 +4,17 @@ Relaxed Recursive Transformers Sec. 3.1-3.4. `run_grid` stores one result per va
 directory (`rlib.experiments.run_grid`), so an interrupted chapter resumes where it stopped. Quality is held-out
 next-token NLL / perplexity on the test split of each evaluation corpus (the uptraining corpus first) and accuracy on
 the book's local task suite (`rlib.tasks`), as in Table F.1. Chapter 02 reuses the public helpers here (the windows,
-the evaluation, the uptrained full model as its distillation teacher).
+the evaluation, the uptrained full model as its distillation teacher, the source loaded once per process).
+
+The missing runs train in one worker process per core, one torch thread each (`rlib.grid_workers`); a distilled run
+starts once the grid's teacher has finished and saved its model.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 import shutil
 from pathlib import Path
@@ -28,9 +32,10 @@ from rlib.model import Decoder, convert
 from rlib.recursive.config import RecursiveConfig, Variant, source_config, variants
 from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CHECKPOINTING", "CODE_MODULES", "adopt", "eval_windows", "evaluate_model", "load_source",
-           "memory_table", "run_grid", "shared_run", "source_result", "teacher_dir", "teacher_variant", "train_windows",
-           "twin_differences", "val_windows", "work_dir"]
+__all__ = ["CHAPTER", "CHECKPOINTING", "CODE_MODULES", "adopt", "eval_windows", "evaluate_model", "held_windows",
+           "load_source", "memory_table", "process_source", "run_grid", "shared_run", "share_source", "source_result",
+           "teacher_dir", "teacher_variant", "train_windows", "twin_differences", "val_windows", "variant_in_slot",
+           "work_dir"]
 
 CHAPTER = "01_recursive_conversion"
 
@@ -216,18 +221,50 @@ def teacher_dir(profile: str, model: str | None = None) -> Path:
     return work_dir(profile, model) / teacher_variant(RecursiveConfig.preset(profile)).name / "model"
 
 
+_SOURCES: dict[str, Decoder] = {}
+
+
+def share_source(model: str, source: Decoder) -> None:
+    """Make `source` this process's loaded checkpoint `model` (`process_source`), e.g. the one a chapter loaded."""
+    _SOURCES.clear()  # one source at a time: chapter 02's second architecture replaces the first
+    _SOURCES[model] = source
+
+
+def process_source(model: str) -> Decoder:
+    """The source checkpoint `model` loaded once per process: a grid worker loads its own, the chapter's process
+    reuses the one it passed to `run_grid` (`share_source`). Runs build copies of it and never change it."""
+    if model not in _SOURCES:
+        share_source(model, sources.load_source(model))
+    return _SOURCES[model]
+
+
+@functools.lru_cache(maxsize=4)
+def held_windows(cfg) -> dict[str, torch.Tensor]:
+    """`eval_windows(cfg)` once per process and config (chapter 02's configs too)."""
+    return eval_windows(cfg)
+
+
+def variant_in_slot(variant: Variant, slot: experiments.RunSlot, cfg: RecursiveConfig, work: Path) -> dict[str, Any]:
+    """`run_variant` for a grid: a module-level function, so that `functools.partial(variant_in_slot, cfg=cfg,
+    work=work)` reaches a worker process, which loads the source and the windows itself."""
+    teacher = Path(work) / teacher_variant(cfg).name / "model"
+    return run_variant(variant, cfg, process_source(cfg.model), slot, held_windows(cfg), teacher)
+
+
 def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run (or load) every variant; returns their results in `variants(cfg)` order.
+    """Run (or load) every variant; returns their results in `variants(cfg)` order. `source` is `cfg.model` loaded
+    (`load_source`); the missing runs train in one worker per core, a distilled one after the teacher.
 
     Each variant's folder `work/<name>/` holds `train-<key>/metrics.csv` (loss curves), `result.json` (written last,
     keyed by the variant, the config and the library source) and, for kept models, `model/`.
     """
     cfg.check_model(source.config.n_layers)
-    windows = eval_windows(cfg)
-    teacher = Path(work) / teacher_variant(cfg).name / "model"
+    share_source(cfg.model, source)
+    teacher = teacher_variant(cfg).name
     todo = [v for v in variants(cfg) if only is None or v.name in only]
-    return experiments.run_grid(todo, work, lambda v, slot: run_variant(v, cfg, source, slot, windows, teacher),
-                                context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants")
+    return experiments.run_grid(todo, work, functools.partial(variant_in_slot, cfg=cfg, work=Path(work)),
+                                context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants", workers="auto",
+                                needs=lambda v: [teacher] if v.kd else [])
 
 
 def source_result(cfg: RecursiveConfig, source: Decoder) -> dict[str, float]:

@@ -538,7 +538,8 @@ def _svd_vs_zero(tables, cfg: RelaxedConfig) -> Outcome:
     up, top = _uptrained(tables), _top(cfg)
     inits = [i for i in _avg_lower(cfg) if i in cfg.zero_inits]
     if not inits:
-        raise Missing("no zero-init run of average or lower (zero_inits)")
+        raise Missing("needs: zero-init runs of average and lower beside their SVD runs (zero_inits: the cpu-long "
+                      "profile)")
     pairs = {i: (_relaxed(up, cfg, i, top), _relaxed(up, cfg, i, top, "zero")) for i in inits}
     measured = "; ".join(f"{i} svd {s:.3f} vs zero {z:.3f} ({s - z:+.3f})" for i, (s, z) in pairs.items()) + \
         f" at r={top} (paper's smallest lead {SVD_OVER_ZERO:.3f})"
@@ -673,13 +674,13 @@ def _interpolates_to_full(tables, cfg: RelaxedConfig) -> Outcome:
     measured = (f"full {full:.3f}, recursive stepwise r=0 {recursive:.3f}, relaxed average "
                 + ", ".join(f"r{r} {v:.3f}" for r, v in relaxed.items()))
     close = True
-    if cfg.long_factor >= 2:
+    if cfg.long_factor >= 2 and cfg.kd_row and cfg.kd_alpha > 0:
         best = _main_relaxed_nll(tables, cfg, kd=True, steps_factor=cfg.long_factor)
         close = best - full <= FIG4_GAP
         measured += (f"; relaxed average r={top} at {cfg.long_factor}x + KD {best:.3f}, {best - full:+.3f} from the "
                      f"full model (paper {FIG4_GAP:+.3f} at 60B + KD)")
     elif between:
-        raise Missing(f"{measured}: between holds; needs: the longer + KD run (long_factor 1 here: cpu-long)")
+        raise Missing(f"{measured}: between holds; needs: the longer + KD run (long_factor and kd_row: cpu-long)")
     if between and close:
         return Outcome(True, measured)
     before = {r: value(up, f"before nll[{cfg.train_corpus}]", init="average", rank=r, lora_init="svd")
@@ -769,8 +770,15 @@ def _require_longer(cfg: RelaxedConfig) -> None:
         raise Missing("no longer uptraining in this profile (long_factor 1)")
 
 
+def _require_kd(cfg: RelaxedConfig) -> None:
+    """A profile without the distilled row (the cpu one leaves it to cpu-long) has no row to compare with."""
+    if not (cfg.kd_alpha > 0 and cfg.kd_row):
+        raise Missing("needs: the distilled relaxed model (kd_row: the cpu-long profile)")
+
+
 @rules("rrt.tabI1.kd_helps_relaxed", "runs")
 def _kd(tables, cfg: RelaxedConfig) -> Outcome:
+    _require_kd(cfg)
     plain, kd = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1), _main_relaxed_nll(tables, cfg, kd=True,
                                                                                            steps_factor=1)
     measured = f"relaxed average r={_top(cfg)}: {plain:.3f} -> {kd:.3f} with KD ({kd - plain:+.3f}; paper " \
@@ -793,6 +801,7 @@ def _longer(tables, cfg: RelaxedConfig) -> Outcome:
 @rules("rrt.fig7b.kd_and_longer_combined", "runs")
 def _kd_and_longer(tables, cfg: RelaxedConfig) -> Outcome:
     _require_longer(cfg)
+    _require_kd(cfg)
     plain = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1)
     gains = {name: _main_relaxed_nll(tables, cfg, kd=kd, steps_factor=factor) - plain
              for name, kd, factor in (("KD", True, 1), (f"{cfg.long_factor}x", False, cfg.long_factor),

@@ -37,7 +37,7 @@ SERVING_FIELDS = ("throughput_requests", "prompt_len", "new_tokens", "max_batch"
 # lora_init, coef, steps_factor, prefix, phase): not part of any run's key, so the cpu-long profile's extension of the
 # cpu grid reads cpu's runs back and trains only the added ones
 EXTENSION_FIELDS = ("high_ranks", "zero_inits", "exit_coefs", "long_factor", "prefix_lengths", "co_training",
-                    "served_ranks", "freeze_head_rank", "halved_groups", "halved_seeds", "second_model")
+                    "served_ranks", "freeze_head_rank", "halved_groups", "halved_seeds", "second_model", "kd_row")
 
 # Table G.1's rows: the module groups (`rlib.relax.RANK_GROUPS`) whose LoRA rank is halved together, the others kept
 HALVINGS = {"q_o": ("q", "o"), "kv": ("kv",), "ffn": ("ffn",), "attn": ("q", "kv", "o")}
@@ -71,7 +71,7 @@ class RelaxedConfig(Preset):
     exit_schedules: tuple[str, ...]  # post-training schedules (EXITS) on the main recursive and relaxed models
     exit_coef: float  # the aggressive coefficient c (the paper: 0.1)
     co_training: bool  # also co-train the main recursive model with aggressive+kd exits (the paper: worse final loop)
-    kd_alpha: float  # distillation weight for the KD row of Table I.1 (0 = no KD row)
+    kd_alpha: float  # distillation weight of Table I.1's KD rows (with kd_row; 0 = no KD rows)
     long_factor: int  # the "longer uptraining" row: this many times the steps (1 = none)
     precision: str  # "auto" (bf16 where the machine computes it natively, else fp32), "bf16" or "no" (rlib.precision)
     throughput_requests: int  # paragraphs of `workload_corpus` served (`rlib.serving.workload`)
@@ -96,6 +96,7 @@ class RelaxedConfig(Preset):
     halved_seeds: tuple[int, ...] = (0,)  # seeds of Table G.1's runs (the all-equal reference too)
     second_model: str = ""  # Table J.3: the main models' uptraining and early-exit post-training again on this source
     # (the book's second architecture; "" = none)
+    kd_row: bool = True  # Table I.1's distilled relaxed model (and with long_factor > 1, Fig. 7(b)'s KD + longer run)
     tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
     task_limit: int = 0
 
@@ -114,19 +115,21 @@ class RelaxedConfig(Preset):
             co_training=False, kd_alpha=0.0, long_factor=1, precision="auto", exit_coefs=(0.3,), throughput_requests=4,
             prompt_len=8, new_tokens=6, max_batch=2, exit_precision=0.5, max_batch_cap=4, exit_fit_windows=2,
             pass_repeats=1, freeze_head_rank=4, halved_groups=("ffn",), second_model="gemma3-270m"),
-        # 13 uptraining runs of 48 steps x 4 x 128 tokens, 8 post-training runs of 16 steps, the throughput study
-        # (~10 min); Stepwise's zero init, Table J.1's coefficient sweep and co-training, longer uptraining, prefix
-        # relaxation and the second served rank are cpu-long's (below), so chapters 01 + 02 fit issue 27's hour
+        # 8 uptraining runs of 48 steps x 4 x 128 tokens (3 of them chapter 01's models), 8 post-training runs of 16
+        # steps, the throughput study (~10 min); Fig. 6(c) / G.2's zero LoRA inits, Table I.1's distilled row, Table
+        # J.1's coefficient sweep and co-training, longer uptraining, prefix relaxation and the second served rank are
+        # cpu-long's (below), so that chapters 01 + 02 fit issue 23's hour
         "cpu": dict(
             model="smollm2-135m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=128, batch_size=4, micro_batch_size=4, steps=48, post_steps=16, lr=1e-3,
             warmup_steps=5, eval_every=16, val_windows=16, n_eval_windows=24, step0_ranks=(0, 4, 16, 64, 192),
             inits=("stepwise", "average", "lower"), ranks=(16, 64), rank_inits=("stepwise", "average"), extra_ranks=(),
-            zero_inits=("average", "lower"), prefix_lengths=(),
+            zero_inits=(), prefix_lengths=(),
             exit_schedules=("none", "weighted", "aggressive", "aggressive_kd"),
             exit_coef=0.1, co_training=False, kd_alpha=1.0, long_factor=1, precision="auto",
             exit_coefs=(), served_ranks=(), throughput_requests=96, prompt_len=64, new_tokens=256,
-            max_batch=8, exit_precision=0.9, throughput_repeats=1, exit_fit_windows=32, long_context=1024),
+            max_batch=8, exit_precision=0.9, throughput_repeats=1, exit_fit_windows=32, long_context=1024,
+            kd_row=False),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
@@ -162,7 +165,7 @@ class RelaxedConfig(Preset):
                            "freeze_head_rank": 128, "halved_groups": tuple(HALVINGS), "halved_seeds": (0, 1, 2),
                            "second_model": "gemma3-270m",
                            "prefix_lengths": (64,), "long_factor": 2, "exit_coefs": (0.3, 0.05, 0.01),
-                           "co_training": True, "served_ranks": (16,)}
+                           "co_training": True, "served_ranks": (16,), "kd_row": True}
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
@@ -320,11 +323,11 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     runs += [RelaxedVariant(init, r) for init in cfg.inits for r in cfg.high_ranks]
     runs += [RelaxedVariant(init, max(cfg.ranks), "zero") for init in cfg.zero_inits]
     runs += [RelaxedVariant("average", prefix=p) for p in cfg.prefix_lengths]
-    if cfg.kd_alpha > 0:
+    if cfg.kd_alpha > 0 and cfg.kd_row:
         runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True))
     if cfg.long_factor > 1:
         runs.append(dataclasses.replace(main_variants(cfg)[1], steps_factor=cfg.long_factor))
-    if cfg.kd_alpha > 0 and cfg.long_factor > 1:  # Fig. 7(b): distillation and longer uptraining together
+    if cfg.kd_alpha > 0 and cfg.kd_row and cfg.long_factor > 1:  # Fig. 7(b): distillation and longer uptraining
         runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True, steps_factor=cfg.long_factor))
     for main in main_variants(cfg):
         runs += [dataclasses.replace(main, exit=s, phase="post") for s in cfg.exit_schedules]

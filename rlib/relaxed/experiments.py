@@ -10,6 +10,7 @@ the same recipe starts from chapter 01's kept model instead of training again (`
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from rlib.relaxed.early_exit import ExitLoss, ExitModel
 from rlib.train import train
 
 __all__ = ["CHAPTER", "CODE_MODULES", "build", "chapter01_twin", "evaluate", "recipe_differences", "run_grid",
-           "step0_table"]
+           "step0_table", "variant_in_slot"]
 
 CHAPTER = "02_relaxed_recursion"
 
@@ -173,11 +174,19 @@ def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path 
     (`recipe_differences` empty) and kept starts from chapter 01's model instead of training again; its result is
     the same (training is deterministic: tests/test_relaxed_sharing.py), so the run's key does not depend on it."""
     cfg.check_model(source.config.n_layers)
-    windows = ch01.eval_windows(cfg)
-    return experiments.run_grid(variants(cfg) if runs is None else runs, work,
-                                lambda v, slot: run_variant(v, cfg, source, Path(work), slot, windows, teacher_dir,
-                                                            chapter01),
-                                context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants")
+    ch01.share_source(cfg.model, source)
+    compute = functools.partial(variant_in_slot, cfg=cfg, work=Path(work), teacher_dir=teacher_dir,
+                                chapter01=chapter01)
+    return experiments.run_grid(variants(cfg) if runs is None else runs, work, compute,
+                                context=(cfg.grid_context(),), modules=CODE_MODULES, desc="variants", workers="auto")
+
+
+def variant_in_slot(variant: RelaxedVariant, slot: experiments.RunSlot, cfg: RelaxedConfig, work: Path,
+                    teacher_dir: Path | None, chapter01: tuple[RecursiveConfig, Path] | None) -> dict[str, Any]:
+    """`run_variant` for a grid: a module-level function, so that a `functools.partial` of it reaches a worker
+    process, which loads the source and the windows itself (`rlib.recursive.experiments.process_source`)."""
+    return run_variant(variant, cfg, ch01.process_source(cfg.model), work, slot, ch01.held_windows(cfg), teacher_dir,
+                       chapter01)
 
 
 def step0_table(cfg: RelaxedConfig, source: Decoder) -> pd.DataFrame:
