@@ -16,14 +16,14 @@ CPU_VERDICTS = {
     "rrt.tab1.params_shrink_by_b": "held",
     "rrt.fig5.pretrained_inits_beat_random": "not held",
     "rrt.fig5.stepwise_best_init": "held",
-    "rrt.figF1a.fixed_ends_beat_fixed_start": "held",
+    "rrt.figF1a.fixed_ends_beat_fixed_start": "not measured",  # cpu-long's since 2026-12-02 (issue 23's hour)
     "rrt.figF1b.norm_zero_collapses": "not measured",  # the norm variants are cpu-long's (issue 27's hour)
     "rrt.fig5c.recursive_beats_reduced_size": "held",
     "rrt.ours.recursive_beats_truncated": "held",
-    "rrt.tabF1.more_blocks_lower_quality": "held",
-    "rrt.tabF1.more_blocks_lower_quality.ours": "held",
+    "rrt.tabF1.more_blocks_lower_quality": "not measured",  # cpu-long's since 2026-12-02 (issue 23's hour)
+    "rrt.tabF1.more_blocks_lower_quality.ours": "not measured",  # cpu-long's since 2026-12-02 (issue 23's hour)
     "rrt.tabF1.stepwise_best_at_b3": "not measured",
-    "rrt.tabI1.kd_helps_recursive": "held",
+    "rrt.tabI1.kd_helps_recursive": "not measured",  # cpu-long's since 2026-12-02 (issue 23's hour)
     "rrt.tabI1.kd_loss_choice": "not testable at this scale",
     "rrt.tab2.uptraining_shift_degrades": "not held",
     "rrt.fig4.recursive_near_full_size": "not held",
