@@ -249,11 +249,12 @@ def _compute_in_workers(plans: list[tuple[Grid, list[RunSlot], set[str]]], todo:
     from rlib.progress import progress
 
     position = {(g, i): n for n, (g, i, _) in enumerate(todo)}
+    indexes = [{item.name: k for k, item in enumerate(grid.items)} for grid, _, _ in plans]  # name -> item, per grid
     jobs = []
     for g, i, refresh in todo:
         grid, slots = plans[g][0], plans[g][1]
-        index = {item.name: k for k, item in enumerate(grid.items)}
-        needs = tuple(position[g, index[name]] for name in grid.needed(grid.items[i]) if (g, index[name]) in position)
+        needs = tuple(position[g, indexes[g][name]] for name in grid.needed(grid.items[i])
+                      if (g, indexes[g][name]) in position)
         jobs.append(Job(grid.items[i], slots[i], grid.compute, refresh, needs))
     descs = ", ".join(dict.fromkeys(plans[g][0].desc for g, _, _ in todo))
     bar = progress(total=len(todo), desc=f"{descs} ({workers} workers)", unit=plans[todo[0][0]][0].unit)
