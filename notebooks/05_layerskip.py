@@ -119,10 +119,12 @@ book.show_source(LayerSkipLoss.loss)
 # Every recipe trains the same deep, narrow Llama-style model (untied head) on the same tokens and steps, here on
 # Python code (Fig. 11's held-out set is The Stack). The recipes that the claims read with a seed spread run with
 # every seed of the preset, the others with the first. The cpu profile trains the baseline and LD+EE, the two models
-# the decoding tables need; cpu-long adds LD and EE alone, the ablations and three seeds:
+# the decoding tables need; cpu-long adds LD and EE alone, the ablations and three seeds. The next section's runs on
+# the pretrained model train in the same pool of workers (one per core), so that these short runs fill the cores
+# while those long ones finish; that section reads them back.
 
 # %%
-results = experiments.run_grid(cfg, work)
+results = experiments.run_grid(cfg, work, also=(adapt.grid(acfg, work / "pretrained"),))
 exits = run.table(tables.exit_table(results), "exits")
 run.figure(plots.plot_exit_curves(exits, "From scratch: held-out perplexity at every exit"), "exit_curves")
 run.table(tables.mid_last_table(results, cfg.middle_exit, cfg.n_layers), "middle_vs_last");

@@ -8,6 +8,9 @@ looped and uptrained): any checkpoint of a model type the book's decoder reads, 
     load_source("runs/.work/cpu/01_.../<run>")      a folder saved by rlib.model.convert.save, or the run folder
                                                     that holds one in model/
 
+`process_source(name)` loads a source once per process (a grid's worker loads its own; the chapter's process hands over
+the one it holds with `share_source`).
+
 `source_config(name_or_path)` reads the config alone, so an unsupported checkpoint (a rope scaling, a model type,
 a layer type) is refused with a ConfigError naming the field in well under a second, before any weights load.
 `locate` says what a name or path is and where its tokenizer comes from (`Source.tokenizer`; `tokenizer_of` raises
@@ -29,7 +32,8 @@ from rlib.data import TOKENIZER_FILES
 from rlib.model import Decoder, DecoderConfig, convert
 from rlib.model.config import SUPPORTED_MODEL_TYPES
 
-__all__ = ["FAMILY_TOKENIZERS", "Source", "load_source", "locate", "source_config", "tokenizer_of"]
+__all__ = ["FAMILY_TOKENIZERS", "Source", "load_source", "locate", "process_source", "share_source", "source_config",
+           "tokenizer_of"]
 
 # the embedded tokenizer of each family whose book models have one (chapters train on these)
 FAMILY_TOKENIZERS = {"llama": "smollm2-135m", "gemma3": "gemma3-270m"}
@@ -119,3 +123,21 @@ def load_source(name_or_path: str | Path, dtype: torch.dtype | None = None, devi
         decoder = convert.load(source.location, device=device)
         return decoder.to(dtype) if dtype is not None else decoder
     return convert.from_transformers(assets.load_model(source.location, dtype=dtype, device=device))
+
+
+_PROCESS_SOURCES: dict[str, Decoder] = {}
+
+
+def share_source(name_or_path: str | Path, source: Decoder) -> None:
+    """Make `source` this process's loaded `name_or_path` (`process_source`), e.g. the one a chapter loaded; one
+    source at a time, so that a chapter's second architecture replaces its first in memory."""
+    _PROCESS_SOURCES.clear()
+    _PROCESS_SOURCES[str(name_or_path)] = source
+
+
+def process_source(name_or_path: str | Path) -> Decoder:
+    """`load_source(name_or_path)` once per process: a grid's worker loads its own, the chapter's process reuses the
+    one it handed over (`share_source`). Runs build copies of it and never change it."""
+    if str(name_or_path) not in _PROCESS_SOURCES:
+        share_source(name_or_path, load_source(name_or_path))
+    return _PROCESS_SOURCES[str(name_or_path)]

@@ -162,3 +162,37 @@ def test_table_j3_repeats_the_main_models_recipe_on_the_second_architecture():
     assert all(v.parent in runs[:2] for v in runs[2:])
     with pytest.raises(ConfigError, match="is the main model"):
         cpu.override(second_model=cpu.model)
+
+
+def test_evaluation_reads_the_uptraining_corpus_once_and_matches_its_perplexity():
+    """`rlib.relaxed.experiments.evaluate`: the last loop's static-exit NLL is the perplexity's, from the same forward,
+    and every corpus's numbers equal `rlib.eval.perplexity`'s."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rlib import eval as rl_eval
+    from rlib import looping
+    from rlib.looping import Looping
+    from rlib.relaxed import experiments
+    from tests.test_looping import ids, tiny_model
+
+    model = looping.convert(tiny_model(6), Looping(2))
+    windows = {"poetry": ids(5, 11, seed=3), "code": ids(4, 9, seed=4)}
+    cfg = SimpleNamespace(train_corpus="poetry", precision="no", n_loops=2, micro_batch_size=3, tasks=())
+    calls = []
+    handle = model.register_forward_pre_hook(lambda module, args: calls.append(args[0].shape[0]))
+    try:
+        out = experiments.evaluate(model, cfg, windows)
+    finally:
+        handle.remove()
+    assert calls == [3, 2, 3, 1]  # poetry's 5 windows once (batches of 3), then code's 4
+    assert list(out)[:3] == ["nll[poetry]", "ppl[poetry]", "nll_se[poetry]"]
+    for corpus, win in windows.items():
+        ref = rl_eval.perplexity(model, win, batch_size=3, progress=False)
+        for key in ("nll", "ppl", "nll_se"):
+            assert out[f"{key}[{corpus}]"] == pytest.approx(ref[key], rel=1e-5), (key, corpus)
+    assert out["nll_loop2"] == out["nll[poetry]"] and out["nll_loop1"] != out["nll_loop2"]
+    with torch.no_grad():  # loop 1's number is the model stopped after its first loop
+        first = rl_eval.perplexity(lambda x: model(x, n_steps=3), windows["poetry"], batch_size=3, progress=False)
+    assert out["nll_loop1"] == pytest.approx(first["nll"], rel=1e-5)

@@ -29,19 +29,18 @@ from typing import Any
 import pandas as pd
 import torch
 
-from rlib import assets, data
+from rlib import assets, data, sources
 from rlib.config import ConfigError
-from rlib.experiments import RunSlot
+from rlib.experiments import Grid, RunSlot, run_grids
 from rlib.experiments import load_model as load_trained
-from rlib.experiments import run_grid as run_grid_of
 from rlib.layerskip.analysis import exit_metrics
 from rlib.layerskip.config import RECIPES, SOURCE, AdaptConfig, AdaptRun, adapt_runs
 from rlib.layerskip.exit_tasks import exit_task_accuracy
 from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss, with_recipe
-from rlib.model import Decoder, convert, from_transformers
+from rlib.model import Decoder, convert
 from rlib.train import TrainConfig, train
 
-__all__ = ["CODE_MODULES", "build", "load_model", "load_source", "read_exits", "run_grid"]
+__all__ = ["CODE_MODULES", "build", "grid", "load_model", "load_source", "read_exits", "run_grid", "run_in_slot"]
 
 CODE_MODULES = ("rlib.layerskip.adapt", "rlib.layerskip.config", "rlib.layerskip.training", "rlib.layerskip.schedules",
                 "rlib.layerskip.analysis", "rlib.layerskip.exit_tasks", "rlib.eval", "rlib.tasks", "rlib.train",
@@ -101,7 +100,7 @@ def run_one(run: AdaptRun, cfg: AdaptConfig, source: Decoder, tokenizer, slot: R
 
 
 def load_source(cfg: AdaptConfig) -> Decoder:
-    return from_transformers(assets.load_model(cfg.model)).eval()
+    return sources.load_source(cfg.model).eval()
 
 
 def _key(run: AdaptRun, cfg: AdaptConfig) -> tuple:
@@ -112,14 +111,34 @@ def _key(run: AdaptRun, cfg: AdaptConfig) -> tuple:
     return study, shared
 
 
+def run_in_slot(run: AdaptRun, slot: RunSlot, cfg: AdaptConfig, source: Decoder | None = None) -> dict[str, Any]:
+    """`run_one` for a grid: module level, so that a `functools.partial` of it reaches a worker process, which loads
+    the pretrained model (`rlib.sources.process_source`) and its tokenizer once; with `source`, from that model."""
+    model = sources.process_source(cfg.model).eval() if source is None else source
+    return run_one(run, cfg, model, _tokenizer(cfg.model), slot)
+
+
+@functools.lru_cache(maxsize=2)
+def _tokenizer(model: str) -> Any:
+    return assets.load_tokenizer(model)
+
+
+def grid(cfg: AdaptConfig, work: Path, runs: list[AdaptRun] | None = None, source: Decoder | None = None) -> Grid:
+    """The runs (default `adapt_runs(cfg)`) as a grid, for `run_grid` or another chapter grid's pool (`also=`):
+    each run loads `cfg.model` in its process, or starts from `source` (a model the caller holds: not for workers)."""
+    return Grid(adapt_runs(cfg) if runs is None else runs, work,
+                functools.partial(run_in_slot, cfg=cfg, source=source),
+                context=functools.partial(_key, cfg=cfg), modules=CODE_MODULES,
+                desc="LayerSkip on the pretrained model")
+
+
 def run_grid(cfg: AdaptConfig, work: Path, source: Decoder | None = None,
              runs: list[AdaptRun] | None = None) -> list[dict[str, Any]]:
-    """Run (or load from `work/<run>/result.json`) every run of `runs` (default `adapt_runs(cfg)`), in that order."""
-    source = source if source is not None else load_source(cfg)
-    tokenizer = assets.load_tokenizer(cfg.model)
-    runs = adapt_runs(cfg) if runs is None else runs
-    return run_grid_of(runs, work, lambda r, slot: run_one(r, cfg, source, tokenizer, slot),
-                       context=lambda r: _key(r, cfg), modules=CODE_MODULES, desc="LayerSkip on the pretrained model")
+    """Run (or load from `work/<run>/result.json`) every run of `runs` (default `adapt_runs(cfg)`), in that order:
+    with `source` (the pretrained model the caller holds) the missing runs start from it in this process; without,
+    they run in one worker per core, each loading `cfg.model`. Chapter 05 trains them in the from-scratch grid's pool
+    (`rlib.layerskip.experiments.run_grid(..., also=(grid(...),))`) and reads them back here."""
+    return run_grids([grid(cfg, work, runs, source)], workers="auto" if source is None else 1)[0]
 
 
 def load_model(work: Path, run_name: str, cfg: AdaptConfig | None = None) -> Decoder:

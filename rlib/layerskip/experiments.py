@@ -10,6 +10,7 @@ during training (Fig. 11), its training-loss curve (Fig. 12) and its time per st
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from rlib.model import Decoder, convert
 from rlib.model.init import init_weights
 from rlib.train import TrainConfig, train
 
-__all__ = ["CHAPTER", "CODE_MODULES", "build", "load_model", "run_grid", "windows"]
+__all__ = ["CHAPTER", "CODE_MODULES", "build", "grid", "load_model", "run_grid", "run_in_slot", "windows"]
 
 CHAPTER = "05_layerskip"
 CODE_MODULES = ("rlib.layerskip.experiments", "rlib.layerskip.config", "rlib.layerskip.schedules",
@@ -74,11 +75,29 @@ def run_one(run: LayerSkipRun, cfg: LayerSkipConfig, slot: experiments.RunSlot,
                                                               "loss": log["loss"].tolist()}}
 
 
-def run_grid(cfg: LayerSkipConfig, work: Path) -> list[dict[str, Any]]:
+def run_in_slot(run: LayerSkipRun, slot: experiments.RunSlot, cfg: LayerSkipConfig) -> dict[str, Any]:
+    """`run_one` for a grid: module level, so that a `functools.partial` of it reaches a worker process, which reads
+    the held-out windows once (`_held`)."""
+    return run_one(run, cfg, slot, _held(cfg))
+
+
+@functools.lru_cache(maxsize=4)
+def _held(cfg: LayerSkipConfig) -> dict[str, torch.Tensor]:
+    return windows(cfg)  # once per process and config
+
+
+def grid(cfg: LayerSkipConfig, work: Path) -> experiments.Grid:
+    """The from-scratch grid (`scratch_runs`), for `run_grid` or another chapter grid's pool (`also=`)."""
     cfg.text().save_vocabulary(work)
-    held = windows(cfg)
-    return experiments.run_grid(scratch_runs(cfg), work, lambda run, slot: run_one(run, cfg, slot, held),
-                                context=(cfg.training_key(),), modules=CODE_MODULES, desc="from scratch")
+    return experiments.Grid(scratch_runs(cfg), work, functools.partial(run_in_slot, cfg=cfg),
+                            context=(cfg.training_key(),), modules=CODE_MODULES, desc="from scratch")
+
+
+def run_grid(cfg: LayerSkipConfig, work: Path, also: tuple[experiments.Grid, ...] = ()) -> list[dict[str, Any]]:
+    """Run (or load) every from-scratch run, results in order, the missing ones in one worker per core. The missing
+    runs of the grids `also` (e.g. `rlib.layerskip.adapt.grid`, read back later by their own call) share the pool,
+    placed first: they are the longer runs, so the short from-scratch ones fill the cores while they finish."""
+    return experiments.run_grids([*also, grid(cfg, work)], workers="auto")[-1]
 
 
 def load_model(work: Path, run_name: str) -> Decoder:

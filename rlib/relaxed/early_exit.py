@@ -36,7 +36,8 @@ from rlib.model import Decoder
 from rlib.model.lora import LoRA
 
 __all__ = ["EXIT_SCHEDULES", "ExitHead", "ExitLoss", "ExitModel", "confidence_exit_loops", "exit_coefficients",
-           "exit_predictions", "exit_logits", "loop_exits", "oracle_exit_loops", "static_exit_losses"]
+           "exit_predictions", "exit_logits", "loop_exits", "oracle_exit_loops", "static_exit_losses",
+           "static_exit_nll"]
 
 EXIT_SCHEDULES = ("weighted", "aggressive", "final")
 
@@ -188,20 +189,28 @@ def confidence_exit_loops(prob: torch.Tensor, threshold: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def static_exit_losses(model: Decoder, windows: torch.Tensor, exits: tuple[int, ...], batch_size: int = 8,
-                       dtype: torch.dtype | None = None, exit_head: ExitHead | None = None) -> dict[int, float]:
-    """Held-out NLL (nats/token) when every token exits at the same depth ("static exiting", App. J), per exit;
-    with `exit_head`, the exits before the last read through it (as `ExitModel` trains them)."""
+def static_exit_nll(model: Decoder, windows: torch.Tensor, exits: tuple[int, ...], batch_size: int = 8,
+                    dtype: torch.dtype | None = None, exit_head: ExitHead | None = None) -> dict[int, torch.Tensor]:
+    """Each held-out window's mean NLL (nats/token, [N] fp64) when every token exits at the same depth ("static
+    exiting", App. J), per exit, from one forward per batch; with `exit_head`, the exits before the last read through
+    it (as `ExitModel` trains them). The last exit's is the model's own perplexity on the windows."""
     device = next(model.parameters()).device
-    totals = dict.fromkeys(exits, 0.0)
-    count = 0
+    per_window: dict[int, list[torch.Tensor]] = {depth: [] for depth in exits}
     for start in range(0, len(windows), batch_size):
-        batch = windows[start:start + batch_size].to(device)
+        batch = windows[start:start + batch_size].to(device)  # [b, T]
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = model(batch, return_hidden=True, n_steps=exits[-1] + 1)
             for depth in exits:
                 hidden = out.hidden_states[depth]
                 logits = model.head(hidden) if depth == exits[-1] else exit_logits(model, hidden, exit_head)
-                totals[depth] += _ce(logits, batch).item() * batch[:, 1:].numel()
-        count += batch[:, 1:].numel()
-    return {depth: total / count for depth, total in totals.items()}
+                nll = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
+                per_window[depth].append(nll.view(len(batch), -1).double().mean(1).cpu())  # [b]
+    return {depth: torch.cat(parts) for depth, parts in per_window.items()}
+
+
+def static_exit_losses(model: Decoder, windows: torch.Tensor, exits: tuple[int, ...], batch_size: int = 8,
+                       dtype: torch.dtype | None = None, exit_head: ExitHead | None = None) -> dict[int, float]:
+    """Held-out NLL (nats/token) per exit under static exiting: the mean of `static_exit_nll` (windows of equal
+    length, so the mean over windows is the mean over tokens)."""
+    return {depth: float(nll.mean()) for depth, nll in
+            static_exit_nll(model, windows, exits, batch_size, dtype, exit_head).items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,25 @@ def _exit_loss(variant: RelaxedVariant, wrapped: ExitModel, cfg: RelaxedConfig) 
 def evaluate(model: Decoder, cfg: RelaxedConfig, windows: dict[str, torch.Tensor],
              exit_head: early_exit.ExitHead | None = None) -> dict[str, float]:
     """Perplexity on every corpus (final exit) and the static-exit NLL of every loop on the uptraining corpus (the
-    loops before the last through `exit_head` when the run trained one)."""
-    out = ch01.evaluate_model(model, cfg, windows, tasks=False)
+    loops before the last through `exit_head` when the run trained one). One forward over the uptraining corpus's
+    windows gives both: its last loop's NLL is the perplexity's."""
     dtype = torch.bfloat16 if cfg.precision == "bf16" else None
     exits = early_exit.loop_exits(model, cfg.n_loops)
-    losses = early_exit.static_exit_losses(model, windows[cfg.train_corpus], exits, cfg.micro_batch_size, dtype,
-                                           exit_head)
+    per_window = early_exit.static_exit_nll(model, windows[cfg.train_corpus], exits, cfg.micro_batch_size, dtype,
+                                            exit_head)  # exit depth -> [N]
+    others = ch01.evaluate_model(model, cfg, {c: w for c, w in windows.items() if c != cfg.train_corpus}, tasks=False)
+    out: dict[str, float] = {}
+    for corpus in windows:
+        if corpus == cfg.train_corpus:
+            final = per_window[exits[-1]]
+            nll = float(final.mean())
+            out.update({f"nll[{corpus}]": nll, f"ppl[{corpus}]": math.exp(nll),
+                        f"nll_se[{corpus}]": float(final.std() / math.sqrt(len(final))) if len(final) > 1
+                        else float("nan")})  # as rlib.eval.perplexity's
+        else:
+            out.update({k: v for k, v in others.items() if k.endswith(f"[{corpus}]")})
     for j, depth in enumerate(exits, start=1):
-        out[f"nll_loop{j}"] = losses[depth]
+        out[f"nll_loop{j}"] = float(per_window[depth].mean())
     return out
 
 
