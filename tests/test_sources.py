@@ -97,3 +97,15 @@ def test_the_conversion_chapters_take_a_users_checkpoint_by_path(tmp_path, monke
     assert RelaxedConfig.preset("smoke").override(model=str(folder), n_loops=3).tokenizer == str(folder.resolve())
     with pytest.raises(ConfigError, match="'nowhere/at-all' is neither an embedded model"):
         recursive_config.RecursiveConfig.preset("smoke").override(model="nowhere/at-all")
+
+
+def test_a_process_loads_a_source_once_and_holds_one_at_a_time(monkeypatch):
+    loads = []
+    monkeypatch.setattr(sources, "load_source", lambda name: loads.append(name) or object())
+    monkeypatch.setattr(sources, "_PROCESS_SOURCES", {})
+    first = sources.process_source("a")
+    assert sources.process_source("a") is first and loads == ["a"]  # loaded once, then reused
+    held = object()
+    sources.share_source("b", held)  # the chapter's own model, handed over
+    assert sources.process_source("b") is held and loads == ["a"]
+    assert sources.process_source("a") is not first and loads == ["a", "a"]  # "b" replaced it: loaded again
