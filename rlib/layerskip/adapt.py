@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from rlib import assets, data, sources
+from rlib import data, sources
 from rlib.config import ConfigError
 from rlib.experiments import Grid, RunSlot, run_grids
 from rlib.experiments import load_model as load_trained
@@ -115,12 +115,7 @@ def run_in_slot(run: AdaptRun, slot: RunSlot, cfg: AdaptConfig, source: Decoder 
     """`run_one` for a grid: module level, so that a `functools.partial` of it reaches a worker process, which loads
     the pretrained model (`rlib.sources.process_source`) and its tokenizer once; with `source`, from that model."""
     model = sources.process_source(cfg.model).eval() if source is None else source
-    return run_one(run, cfg, model, _tokenizer(cfg.model), slot)
-
-
-@functools.lru_cache(maxsize=2)
-def _tokenizer(model: str) -> Any:
-    return assets.load_tokenizer(model)
+    return run_one(run, cfg, model, data.load_tokenizer(cfg.model), slot)
 
 
 def grid(cfg: AdaptConfig, work: Path, runs: list[AdaptRun] | None = None, source: Decoder | None = None) -> Grid:

@@ -33,7 +33,7 @@ from rlib.recursive.config import RecursiveConfig, Variant, source_config, varia
 from rlib.train import TrainConfig, train
 
 __all__ = ["CHAPTER", "CHECKPOINTING", "CODE_MODULES", "adopt", "eval_windows", "evaluate_model", "held_windows",
-           "load_source", "memory_table", "process_source", "run_grid", "shared_run", "share_source", "source_result",
+           "load_source", "memory_table", "run_grid", "shared_run", "source_result",
            "teacher_dir", "teacher_variant", "train_windows", "twin_differences", "val_windows", "variant_in_slot",
            "work_dir"]
 
@@ -221,23 +221,6 @@ def teacher_dir(profile: str, model: str | None = None) -> Path:
     return work_dir(profile, model) / teacher_variant(RecursiveConfig.preset(profile)).name / "model"
 
 
-_SOURCES: dict[str, Decoder] = {}
-
-
-def share_source(model: str, source: Decoder) -> None:
-    """Make `source` this process's loaded checkpoint `model` (`process_source`), e.g. the one a chapter loaded."""
-    _SOURCES.clear()  # one source at a time: chapter 02's second architecture replaces the first
-    _SOURCES[model] = source
-
-
-def process_source(model: str) -> Decoder:
-    """The source checkpoint `model` loaded once per process: a grid worker loads its own, the chapter's process
-    reuses the one it passed to `run_grid` (`share_source`). Runs build copies of it and never change it."""
-    if model not in _SOURCES:
-        share_source(model, sources.load_source(model))
-    return _SOURCES[model]
-
-
 @functools.lru_cache(maxsize=4)
 def held_windows(cfg) -> dict[str, torch.Tensor]:
     """`eval_windows(cfg)` once per process and config (chapter 02's configs too)."""
@@ -248,7 +231,7 @@ def variant_in_slot(variant: Variant, slot: experiments.RunSlot, cfg: RecursiveC
     """`run_variant` for a grid: a module-level function, so that `functools.partial(variant_in_slot, cfg=cfg,
     work=work)` reaches a worker process, which loads the source and the windows itself."""
     teacher = Path(work) / teacher_variant(cfg).name / "model"
-    return run_variant(variant, cfg, process_source(cfg.model), slot, held_windows(cfg), teacher)
+    return run_variant(variant, cfg, sources.process_source(cfg.model), slot, held_windows(cfg), teacher)
 
 
 def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] | None = None) -> list[dict[str, Any]]:
@@ -259,7 +242,7 @@ def run_grid(cfg: RecursiveConfig, work: Path, source: Decoder, only: list[str] 
     keyed by the variant, the config and the library source) and, for kept models, `model/`.
     """
     cfg.check_model(source.config.n_layers)
-    share_source(cfg.model, source)
+    sources.share_source(cfg.model, source)
     teacher = teacher_variant(cfg).name
     todo = [v for v in variants(cfg) if only is None or v.name in only]
     return experiments.run_grid(todo, work, functools.partial(variant_in_slot, cfg=cfg, work=Path(work)),

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from rlib import counting, experiments, looping, relax
+from rlib import counting, experiments, looping, relax, sources
 from rlib.config import ConfigError
 from rlib.looping import Looping
 from rlib.model import Decoder, convert
@@ -186,7 +186,7 @@ def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path 
     (`recipe_differences` empty) and kept starts from chapter 01's model instead of training again; its result is
     the same (training is deterministic: tests/test_relaxed_sharing.py), so the run's key does not depend on it."""
     cfg.check_model(source.config.n_layers)
-    ch01.share_source(cfg.model, source)
+    sources.share_source(cfg.model, source)
     compute = functools.partial(variant_in_slot, cfg=cfg, work=Path(work), teacher_dir=teacher_dir,
                                 chapter01=chapter01)
     return experiments.run_grid(variants(cfg) if runs is None else runs, work, compute,
@@ -196,8 +196,8 @@ def run_grid(cfg: RelaxedConfig, work: Path, source: Decoder, teacher_dir: Path 
 def variant_in_slot(variant: RelaxedVariant, slot: experiments.RunSlot, cfg: RelaxedConfig, work: Path,
                     teacher_dir: Path | None, chapter01: tuple[RecursiveConfig, Path] | None) -> dict[str, Any]:
     """`run_variant` for a grid: a module-level function, so that a `functools.partial` of it reaches a worker
-    process, which loads the source and the windows itself (`rlib.recursive.experiments.process_source`)."""
-    return run_variant(variant, cfg, ch01.process_source(cfg.model), work, slot, ch01.held_windows(cfg), teacher_dir,
+    process, which loads the source and the windows itself (`rlib.sources.process_source`)."""
+    return run_variant(variant, cfg, sources.process_source(cfg.model), work, slot, ch01.held_windows(cfg), teacher_dir,
                        chapter01)
 
 
