@@ -229,6 +229,8 @@ study = throughput.throughput_tables(cfg, source, work)
 run.table(study["workload"], "workload")
 run.table(study["exit_rules"], "exit_rules")
 run.table(study["pass_times"], "pass_times", show=False)
+if "context_share" in study:  # the short- vs long-context timing in interleaved rounds (profiles with a long context)
+    run.table(study["context_share"], "context_share", show=False)
 run.figure(plots.plot_pass_times(study["pass_times"], "Per-pass time against batch (Tables K.1 / K.3 analog)"),
            "pass_times");
 

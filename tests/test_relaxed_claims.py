@@ -472,3 +472,32 @@ def test_the_promoted_cpu_long_tables_give_the_cpu_long_verdicts():
     assert "recovers 83% of Agg's lift" in table.loc["rrt.tabJ1.freeze_head_lora", "measured"]
     assert "CE-only control already moves the final loop" in table.loc["rrt.tabJ3.second_architecture", "evidence"]
     assert (table["verdict"] != "not measured").all()  # cpu-long leaves nothing unjudged
+
+
+def context_rounds(gaps: list[float]) -> pd.DataFrame:
+    """Table K.3 / K.4's interleaved timing rounds at batch 8: the relaxed / recursive ratio is 1.04 at long context
+    and 1.04 + gap at short context in each round."""
+    rows = []
+    for r, gap in enumerate(gaps):
+        ms = {("recursive", "short"): 20.0, ("recursive", "long"): 36.0,
+              ("relaxed r=16", "short"): 20.0 * (1.04 + gap), ("relaxed r=16", "long"): 36.0 * 1.04}
+        rows += [{"round": r, "model": m, "context": c, "batch": 8, "position": 100 if c == "short" else 1000,
+                  "ms_per_pass": v} for (m, c), v in ms.items()]
+    return pd.DataFrame(rows)
+
+
+def test_short_context_share_is_judged_by_the_interval_over_interleaved_rounds():
+    claim = "rrt.tabK3_K4.memory_cap_short_context"
+    clear = {**throughput_tables(), "context_share": context_rounds([0.20, 0.22, 0.18, 0.21, 0.19, 0.20, 0.23])}
+    ledger = judge(clear, CFG, "cpu").finish().set_index("id")
+    assert ledger.loc[claim, "verdict"] == "held"
+    assert "7 interleaved rounds" in ledger.loc[claim, "measured"] and "95% CI [+0.1" in ledger.loc[claim, "measured"]
+    # a gap whose mean is positive but whose rounds straddle 0: the host's noise cannot decide it, so not held
+    noisy = {**throughput_tables(), "context_share": context_rounds([0.15, -0.12, 0.10, -0.09, 0.13, -0.11, 0.02])}
+    ledger = judge(noisy, CFG, "cpu").finish()
+    assert check_ledger(ledger) == []
+    row = ledger.set_index("id").loc[claim]
+    assert row["verdict"] == "not held" and row["diagnosis"] == "setup"
+    assert "within this host's timing noise" in row["evidence"]
+    # the rounds take precedence over pass_times' single timings, which alone say "no interval"
+    assert "no interval" in judge(throughput_tables(), CFG, "cpu").finish().set_index("id").loc[claim, "measured"]

@@ -174,3 +174,28 @@ def test_one_engine_gives_plain_greedy_decoding_for_every_model_family(family):
     result = engine.run(reqs)
     assert {i: c.tokens for i, c in result.completions.items()} == reference
     assert isinstance(engine.program, LoopedProgram) != family.startswith("mor")
+
+
+def test_context_share_rounds_time_every_looped_model_at_both_contexts_in_alternating_order(monkeypatch):
+    import dataclasses
+
+    from rlib.relaxed import throughput
+    from rlib.relaxed.config import RelaxedConfig
+
+    cfg = dataclasses.replace(RelaxedConfig.preset("smoke"), long_context=24, pass_repeats=1)
+    models = {throughput.VANILLA: MODELS["llama-plain"], "recursive": MODELS["llama-looped"],
+              "relaxed r=3": MODELS["llama-relaxed"]}
+    order = []
+    real = throughput._pass_ms
+
+    def spy(engine, batch, position, repeats):
+        order.append((engine.program.model, position))
+        return real(engine, batch, position, repeats)
+
+    monkeypatch.setattr(throughput, "_pass_ms", spy)
+    table = throughput._context_share_rounds(models, cfg, batch=2, position=5, max_len=12)
+    assert len(table) == throughput.CONTEXT_ROUNDS * 4 and (table["ms_per_pass"] > 0).all()
+    assert set(table["model"]) == {"recursive", "relaxed r=3"}  # the vanilla model has no LoRA share to compare
+    assert set(zip(table["context"], table["position"])) == {("short", 5), ("long", 24)}
+    first, second = order[:4], order[4:8]
+    assert second == first[::-1]  # every other round reversed: a drift of the host's speed falls on all alike

@@ -17,7 +17,8 @@ side on one workload:
                  (the engine's own, and the oracle's on the generated text), and the closed-form ceiling
                  batch / (t_pass(batch) x mean exit loop)
 
-    tables = throughput_tables(cfg, source, work)    # measured, simulated, pass_times, exit_rules, workload
+    tables = throughput_tables(cfg, source, work)    # measured, simulated, pass_times, exit_rules, workload,
+                                                     # context_share (interleaved short / long rounds)
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ from rlib.serving.exits import (
 )
 from rlib.serving.workload import length_summary, paragraph_requests
 
-__all__ = ["VANILLA", "WARM_UP_TOKENS", "prompts", "served_models", "throughput_tables", "warm_up_requests"]
+__all__ = ["CONTEXT_ROUNDS", "VANILLA", "WARM_UP_TOKENS", "prompts", "served_models", "throughput_tables",
+           "warm_up_requests"]
 
 VANILLA = "vanilla (source)"
+CONTEXT_ROUNDS = 7  # interleaved rounds of the short- vs long-context pass timing (`context_share`): a 95% interval
 MIB = 2 ** 20
 
 
@@ -106,7 +109,8 @@ def _pass_ms(engine, batch: int, position: int, repeats: int) -> float:
 
 
 def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[str, pd.DataFrame]:
-    """The study's tables: `throughput_measured`, `throughput_simulated`, `pass_times`, `exit_rules`, `workload`."""
+    """The study's tables: `throughput_measured`, `throughput_simulated`, `pass_times`, `exit_rules`, `workload`,
+    and `context_share` where the profile times a `long_context`."""
     reqs = prompts(cfg)
     max_len = max(len(r.prompt) + r.max_new_tokens for r in reqs) + 1
     models = served_models(cfg, source, work)
@@ -172,6 +176,8 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
                                "ms_per_pass": _pass_ms(long_engine, b, cfg.long_context, cfg.pass_repeats)})
             del long_engine
     pass_table = pd.DataFrame(passes)
+    context_share = (_context_share_rounds(models, cfg, cfg.max_batch, position, max_len)
+                     if cfg.long_context > max_len else None)
     # the paper's simulation over those pass times, each model at its capped batch
     for label, model in models.items():
         own = pass_table[(pass_table.model == label) & (pass_table.context == "short")]
@@ -203,7 +209,28 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
                               "decode_cap": cfg.new_tokens, "budget_mib": budget / MIB,
                               **{f"max_batch {m}": b for m, b in batch_of.items()}}])
     return {"throughput_measured": pd.DataFrame(measured), "throughput_simulated": pd.DataFrame(simulated),
-            "pass_times": pass_table, "exit_rules": pd.DataFrame(rules_report), "workload": workload}
+            "pass_times": pass_table, "exit_rules": pd.DataFrame(rules_report), "workload": workload,
+            **({"context_share": context_share} if context_share is not None else {})}
+
+
+def _context_share_rounds(models: dict[str, Decoder], cfg: RelaxedConfig, batch: int, position: int,
+                          max_len: int) -> pd.DataFrame:
+    """Table K.3 / K.4's short- vs long-context comparison with its timing noise: `CONTEXT_ROUNDS` rounds, each timing
+    every looped model at `batch` at the workload's `position` and at `cfg.long_context` (median of `pass_repeats`
+    passes), the order reversed every other round so that a drift of the host's speed falls on every model alike.
+    One row per round, model and context; a round's ratios between models share the same moment of the machine."""
+    looped = [label for label in models if label != VANILLA]
+    engines = {(label, context): make_engine(models[label], batch, max_len if context == "short" else
+                                             cfg.long_context + 1)  # the engines of `pass_times`
+               for label in looped for context in ("short", "long")}
+    rows = []
+    for round_ in progress(range(CONTEXT_ROUNDS), desc="context rounds", unit="round"):
+        order = list(engines) if round_ % 2 == 0 else list(reversed(engines))
+        for label, context in order:
+            at = position if context == "short" else cfg.long_context
+            rows.append({"round": round_, "model": label, "context": context, "batch": batch, "position": at,
+                         "ms_per_pass": _pass_ms(engines[(label, context)], batch, at, cfg.pass_repeats)})
+    return pd.DataFrame(rows)
 
 
 def _oracle_loops(model: Decoder, cfg: RelaxedConfig, res, reqs: list[Request]) -> list[list[int]]:
