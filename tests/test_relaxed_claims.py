@@ -62,11 +62,13 @@ CPU_VERDICTS = {
 def test_committed_cpu_tables_give_the_catalogued_verdicts():
     by_id = committed_ledger(judge, RelaxedConfig.preset("cpu"), "02_relaxed_recursion", CPU_VERDICTS)
     # diagnoses carry this run's numbers: the pass-cost ratio and the exit-test cost are computed from the tables
-    # 3.19x on 2026-12-02's AMX Xeon, 64 requests (3.13x on the AVX512-BF16 EPYC with 96, 2.49x on 2026-11-28's slower
+    # 2.94x on 2026-12-02's slower AMX host (3.19x on the morning's faster one), 64 requests
+    # (3.13x on the AVX512-BF16 EPYC with 96, 2.49x on 2026-11-28's slower
     # Xeon, 2.85x on 2026-11-27's faster host)
-    assert "3.19x" in by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]
-    assert "0.6% of step time (softmax 19.2%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]  # 2026-12-02
+    assert "2.94x" in by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]
+    assert "0.5% of step time (softmax 19.0%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]  # 2026-12-02
     assert "recursive 25" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]
+    assert "7 interleaved rounds" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]  # +0.294 [+0.163,
     assert by_id.loc["rrt.eq5.full_rank_equals_source", "diagnosis"] == "disagrees with the paper"
 
 
