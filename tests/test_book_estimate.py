@@ -27,3 +27,16 @@ def test_plan_names_where_its_times_come_from(monkeypatch):
     lines = estimate.machine_lines(_rows("Reference CPU"))
     assert "bf16 native: no (precision 'auto' trains in fp32), speed factor 1.90" in lines[0]
     assert "expect other times" in lines[-1]
+
+
+def test_a_wall_time_over_cached_runs_counts_their_compute_when_this_cache_lacks_them():
+    tally = {"computed": 0, "read": 16, "read_compute_s": 2400.0}
+    assert estimate.missing_compute_s(tally, cached_here=0, workers=2) == 1200.0  # all 16 runs train here, 2 workers
+    assert estimate.missing_compute_s(tally, cached_here=16, workers=2) == 0.0  # all cached here: read back again
+    assert estimate.missing_compute_s(tally, cached_here=12, workers=1) == 600.0  # 4 of 16 missing
+    assert estimate.missing_compute_s({"computed": 9, "read": 0}, cached_here=0, workers=2) == 0.0  # an uncached run
+    assert estimate.missing_compute_s(None, cached_here=0, workers=2) == 0.0
+    rows = [ChapterEstimate("02_relaxed_recursion", "never run", 800.0, "promoted run", 2, 0, None, 2000.0, None,
+                            1200.0)]
+    text = format_estimate("cpu", rows)
+    assert "est. 33.3 min" in text and "est. = that last run read grid results" in text

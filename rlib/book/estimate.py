@@ -7,7 +7,9 @@ Per chapter, in book order:
     (`figures/MANIFEST.json`, `figures/<profile>/MANIFEST.json`), so a fresh clone gets numbers too;
   - what its run grid has cached (`runs/.work/<profile>/<chapter>/*/result.json`): those runs are read,
     not trained, so the chapter will take less than its last uncached time;
-  - the expected time now: 0 when up to date, else the last run's wall time,
+  - the expected time now: 0 when up to date, else the last run's wall time; when that run read grid results from
+    its run cache that this machine's cache does not hold, those runs will be computed here, so their recorded
+    compute seconds (spread over one grid worker per torch thread) are added and the estimate is marked "est.",
 and the total against the profile's book budget, then the machine those times were measured on beside this one
 (its CPU, whether it computes bf16 natively, its speed factor): the budgets hold on the reference machine, and a
 machine without native bf16 trains the presets' "auto" precision in fp32 and takes about 2-3x longer. Nothing is
@@ -37,6 +39,18 @@ class ChapterEstimate:
     cached_newest: float | None  # mtime of the newest result.json
     expected_s: float | None
     device: str | None = None  # the processor the last wall time was measured on
+    uncached_extra_s: float = 0.0  # compute seconds added to the last wall time for cached runs missing here
+
+
+def missing_compute_s(tally: dict | None, cached_here: int, workers: int) -> float:
+    """Seconds that the runs a last run read from its run cache will take here when this machine's cache lacks them:
+    their recorded compute seconds, in proportion to the runs missing, spread over `workers` grid workers."""
+    read = int((tally or {}).get("read") or 0)
+    computed = int((tally or {}).get("computed") or 0)
+    if not read:
+        return 0.0
+    missing = min(read, max(0, read + computed - cached_here))  # the runs it computed are in its wall time already
+    return float(tally.get("read_compute_s") or 0.0) * missing / read / max(1, workers)
 
 
 def _read(path: Path) -> dict | None:
@@ -48,34 +62,41 @@ def _read(path: Path) -> dict | None:
 
 def estimate(profile: str, only: list[str] | None = None, cli_params: list[str] | None = None
              ) -> list[ChapterEstimate]:
+    import torch
+
     from rlib.book.runner import is_up_to_date, plan
 
     get_profile(profile)
+    workers = max(1, torch.get_num_threads())  # run_grid(workers="auto") on a CPU: one worker per torch thread
     manifest = manifest_mod.load()
     promoted = _read(promoted_dir(profile) / "MANIFEST.json") or {}
     rows = []
     for item in plan(manifest, profile, only, cli_params or []):
         ch = item.chapter
         prov = _read(profile_dir(profile) / ch.id / "provenance.json")
-        wall, source, threads, device = None, "no run", None, None
+        wall, source, threads, device, tally = None, "no run", None, None, None
         if prov:
             env = prov.get("environment") or {}
             device = (env.get("device") or {}).get("name")
             wall, source = prov.get("wall_s"), f"last run {prov.get('started', '?')[:16]}"
             threads = (env.get("threads") or {}).get("torch") or env.get("torch_threads")
             tally = prov.get("run_cache") or {}
-            if tally.get("read"):  # that wall time is not an uncached one
-                source += f" ({tally['read']} of {tally['read'] + tally['computed']} grid results read from cache)"
         elif ch.id in promoted and promoted[ch.id].get("profile") == profile:
             wall, source = promoted[ch.id].get("wall_s"), f"promoted run {promoted[ch.id].get('started', '?')[:16]}"
             device = (promoted[ch.id].get("device") or {}).get("name")
+            tally = promoted[ch.id].get("run_cache") or {}
+        if tally and tally.get("read"):  # that wall time is not an uncached one
+            source += (f" ({tally['read']} of {tally['read'] + tally['computed']} grid results read from cache, "
+                       f"{(tally.get('read_compute_s') or 0) / 60:.1f} min of compute)")
         up_to_date = bool(prov) and is_up_to_date(item, profile)
         state = ("up to date" if up_to_date else "failed" if failed_dir(profile, ch.id).exists()
                  else "stale" if prov else "never run")
         results = sorted(work_root(profile, ch.id).glob("*/result.json"))
         newest = max((r.stat().st_mtime for r in results), default=None)
-        expected = 0.0 if up_to_date else wall
-        rows.append(ChapterEstimate(ch.id, state, wall, source, threads, len(results), newest, expected, device))
+        extra = 0.0 if up_to_date or wall is None else missing_compute_s(tally, len(results), workers)
+        expected = 0.0 if up_to_date else None if wall is None else wall + extra
+        rows.append(ChapterEstimate(ch.id, state, wall, source, threads, len(results), newest, expected, device,
+                                    extra))
     return rows
 
 
@@ -89,12 +110,13 @@ def format_estimate(profile: str, rows: list[ChapterEstimate]) -> str:
     outside = [c.id for c in manifest.chapters if c not in manifest.runs_in(profile)]
     lines = [f"plan for the {profile} profile (chapter budget {prof.chapter_budget_s / 60:.0f} min, "
              f"book budget {prof.book_budget_s / 60:.0f} min)",
-             f"{'chapter':28s} {'state':10s} {'expected':>10s} {'last':>10s}  cached runs  source"]
+             f"{'chapter':28s} {'state':10s} {'expected':>14s} {'last':>10s}  cached runs  source"]
     for r in rows:
         cached = f"{r.cached_runs:4d}" + (f" (newest {time.strftime('%m-%d %H:%M', time.localtime(r.cached_newest))})"
                                            if r.cached_newest else "")
         threads = f", {r.threads} threads" if r.threads else ""
-        lines.append(f"{r.chapter:28s} {r.state:10s} {_minutes(r.expected_s):>10s} {_minutes(r.last_wall_s):>10s}  "
+        expected = ("est. " if r.uncached_extra_s else "") + _minutes(r.expected_s)
+        lines.append(f"{r.chapter:28s} {r.state:10s} {expected:>14s} {_minutes(r.last_wall_s):>10s}  "
                      f"{cached:24s} {r.last_source}{threads}")
     known = [r.expected_s for r in rows if r.expected_s is not None]
     unknown = [r.chapter for r in rows if r.expected_s is None]
@@ -106,6 +128,9 @@ def format_estimate(profile: str, rows: list[ChapterEstimate]) -> str:
         lines.append(f"not run in this profile (no {profile} preset): {', '.join(outside)}")
     lines.append("expected = 0 for an up-to-date chapter (skipped), else its last wall time; cached runs of a stale "
                  "chapter are read back, not retrained, so it takes less when they are still valid")
+    if any(r.uncached_extra_s for r in rows):
+        lines.append("est. = that last run read grid results from its run cache which this machine's cache lacks: "
+                     "their recorded compute time, over one grid worker per torch thread, is added")
     lines += machine_lines(rows)
     return "\n".join(lines)
 
