@@ -41,15 +41,19 @@ SPECS = (
     ClaimSpec(
         "base.bf16_matches_fp32.ours", "000", "App. E (uptraining in mixed precision)",
         "The paper uptrains in mixed precision; its numbers assume half-precision compute does not change the model.",
-        f"bf16 held-out perplexity within {BF16_MAX_REL_PPL:.0%} of fp32 for every model and corpus (threshold ours)",
-        artifact="heldout_perplexity", ours=True),
+        f"bf16 held-out perplexity within {BF16_MAX_REL_PPL:.0%} of fp32 for every model and corpus, both on the "
+        "same windows (precision_check: the windows fp32 scored, paired; threshold ours)",
+        artifact="precision_check", ours=True),
 )
 
 
 def judge(tables: Mapping[str, pd.DataFrame], cfg: ModelsDataConfig, profile: str) -> Ledger:
-    """Judge chapter 00's claims from its tables (`task_suite`, `heldout_perplexity`)."""
+    """Judge chapter 00's claims from its tables (`task_suite`, `precision_check`, or `heldout_perplexity` where a run
+    before the paired check scored every dtype on the same windows)."""
     ledger = Ledger(CHAPTER, profile, SPECS)
-    suite, ppl = tables.get("task_suite"), tables.get("heldout_perplexity")
+    suite, ppl = tables.get("task_suite"), tables.get("precision_check")
+    if ppl is None:
+        ppl = tables.get("heldout_perplexity")
     if suite is None:
         for spec in SPECS[:2]:
             ledger.not_measured(spec.id, "needs: the task_suite table")
@@ -57,7 +61,7 @@ def judge(tables: Mapping[str, pd.DataFrame], cfg: ModelsDataConfig, profile: st
         _judge_above_chance(ledger, suite)
         _judge_more_tokens(ledger, suite)
     if ppl is None:
-        ledger.not_measured("base.bf16_matches_fp32.ours", "needs: the heldout_perplexity table")
+        ledger.not_measured("base.bf16_matches_fp32.ours", "needs: the precision_check table")
     else:
         _judge_bf16(ledger, ppl)
     return ledger
@@ -121,13 +125,24 @@ def _token_count(text: str) -> float:
 
 def _judge_bf16(ledger: Ledger, ppl: pd.DataFrame) -> None:
     claim = "base.bf16_matches_fp32.ours"
-    wide = ppl.pivot_table(index=["model", "corpus"], columns="dtype", values="ppl")
-    if not {"float32", "bfloat16"} <= set(wide.columns):
-        ledger.not_measured(claim, "needs: fp32 and bf16 rows in heldout_perplexity")
-        return
-    rel = (wide["bfloat16"] / wide["float32"] - 1.0).abs()
-    (model, corpus), worst = rel.idxmax(), rel.max()
-    ledger.judge(claim, bool(worst <= BF16_MAX_REL_PPL),
-                 f"largest |bf16 / fp32 - 1| = {worst:.2%} ({model}, {corpus})",
+    if "ratio" in ppl.columns:  # precision_check: paired on the windows fp32 scored
+        rows = ppl[ppl["dtype"] == "bfloat16"].set_index(["model", "corpus"])
+        if rows.empty:
+            ledger.not_measured(claim, "needs: bf16 rows in precision_check")
+            return
+        rel = (rows["ratio"] - 1.0).abs()
+        (model, corpus), worst = rel.idxmax(), rel.max()
+        row = rows.loc[(model, corpus)]
+        measured = (f"largest |bf16 / fp32 - 1| = {worst:.2%} ({model}, {corpus}: {int(row['n_windows'])} paired "
+                    f"windows, NLL difference {row['diff_nll']:+.4f} +- {row['diff_nll_se']:.4f} nats)")
+    else:  # heldout_perplexity of a run that scored both dtypes on every window
+        wide = ppl.pivot_table(index=["model", "corpus"], columns="dtype", values="ppl")
+        if not {"float32", "bfloat16"} <= set(wide.columns):
+            ledger.not_measured(claim, "needs: fp32 and bf16 rows in precision_check")
+            return
+        rel = (wide["bfloat16"] / wide["float32"] - 1.0).abs()
+        (model, corpus), worst = rel.idxmax(), rel.max()
+        measured = f"largest |bf16 / fp32 - 1| = {worst:.2%} ({model}, {corpus})"
+    ledger.judge(claim, bool(worst <= BF16_MAX_REL_PPL), measured,
                  diagnosis=("setup", f"bf16 moves {model}'s {corpus} perplexity by {worst:.2%}: the dequantized "
                                      "weights do not survive bf16 rounding"))

@@ -48,6 +48,8 @@ class ModelsDataConfig(Preset):
     dtypes: tuple[str, ...]
     seq_len: int  # tokens per held-out window (BOS included where the tokenizer needs it)
     n_eval_windows: int  # windows per (model, corpus); a seeded sample of the test split
+    fp32_windows: int | None  # windows the fp32 reference scores: the first ones of that sample, so that the bf16 /
+    # fp32 check is paired on them (`precision_check`); None = all n_eval_windows
     batch_size: int
     prompts: tuple[str, ...]
     max_new_tokens: int
@@ -61,27 +63,28 @@ class ModelsDataConfig(Preset):
     PRESETS = {
         "smoke": dict(models=("smollm2-135m",), eval_corpora=("shakespeare", "humaneval"),
                       stats_corpora=("shakespeare", "humaneval"), dtypes=("float32", "bfloat16"), seq_len=128,
-                      n_eval_windows=4, batch_size=4, prompts=PROMPTS[:2], max_new_tokens=8,
+                      n_eval_windows=4, fp32_windows=None, batch_size=4, prompts=PROMPTS[:2], max_new_tokens=8,
                       latency_seq_len=128, latency_repeats=2, task_suite="local", task_limit=4,
                       task_precision="auto"),
         "cpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
-                    dtypes=("float32", "bfloat16"), seq_len=256, n_eval_windows=32, batch_size=8, prompts=PROMPTS,
-                    max_new_tokens=24, latency_seq_len=256, latency_repeats=10, task_suite="local", task_limit=100,
+                    dtypes=("float32", "bfloat16"), seq_len=256, n_eval_windows=32, fp32_windows=8, batch_size=8,
+                    prompts=PROMPTS, max_new_tokens=24, latency_seq_len=256, latency_repeats=10, task_suite="local",
+                    task_limit=50,
                     task_precision="auto"),
         "gpu": dict(models=("smollm2-135m", "gemma3-270m"),
                     eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                     stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
-                    dtypes=("float32", "bfloat16"), seq_len=1024, n_eval_windows=256, batch_size=16,
+                    dtypes=("float32", "bfloat16"), seq_len=1024, n_eval_windows=256, fp32_windows=None, batch_size=16,
                     prompts=PROMPTS, max_new_tokens=48, latency_seq_len=1024, latency_repeats=20, task_suite="standard",
                     task_limit=None, task_precision="auto"),
         "paper": dict(models=("hf:google/gemma-2-2b", "hf:TinyLlama/TinyLlama_v1.1", "hf:EleutherAI/pythia-1b"),
                       eval_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
                       stats_corpora=("shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval"),
-                      dtypes=("bfloat16",), seq_len=2048, n_eval_windows=512, batch_size=16, prompts=PROMPTS,
-                      max_new_tokens=64, latency_seq_len=2048, latency_repeats=20, task_suite="standard",
-                      task_limit=None, task_precision="auto"),
+                      dtypes=("bfloat16",), seq_len=2048, n_eval_windows=512, fp32_windows=None, batch_size=16,
+                      prompts=PROMPTS, max_new_tokens=64, latency_seq_len=2048, latency_repeats=20,
+                      task_suite="standard", task_limit=None, task_precision="auto"),
     }
 
     def __post_init__(self) -> None:
@@ -99,3 +102,10 @@ class ModelsDataConfig(Preset):
             raise ConfigError(f"task_limit={self.task_limit} must be >= 1, or None for every item")
         if self.seq_len < 2 or self.n_eval_windows < 1:
             raise ConfigError(f"seq_len={self.seq_len} must be >= 2 and n_eval_windows={self.n_eval_windows} >= 1")
+        if self.fp32_windows is not None and self.fp32_windows < 2:
+            raise ConfigError(f"fp32_windows={self.fp32_windows} must be >= 2 (a paired standard error needs two "
+                              "windows), or None for all n_eval_windows")
+
+    def reference_windows(self, available: int) -> int:
+        """How many of `available` windows the fp32 reference scores (the first ones, paired with every dtype)."""
+        return available if self.fp32_windows is None else min(self.fp32_windows, available)

@@ -28,20 +28,32 @@ def corpus_table(cfg: ModelsDataConfig) -> pd.DataFrame:
 def evaluate_models(cfg: ModelsDataConfig, seed: int = 0) -> dict[str, pd.DataFrame]:
     """Held-out perplexity, greedy generations and forward latency, one model load per (model, dtype).
 
-    Returns frames `perplexity` (model, dtype, corpus, ppl, nll, nll_se, n_tokens, ...),
-    `generations` (model, dtype, prompt, continuation) and `latency` (model, dtype, median_s, ...).
+    Every dtype scores the same seeded windows; fp32, the reference, scores only the first
+    `cfg.reference_windows(n)` of them (a bf16 forward costs a third of an fp32 one here), and `precision_check`
+    compares every other dtype with it on exactly those windows, window by window.
+
+    Returns frames `perplexity` (model, dtype, corpus, ppl, nll, nll_se, n_tokens, n_windows, ...),
+    `precision_check` (`tables.precision_check`), `generations` (model, dtype, prompt, continuation) and
+    `latency` (model, dtype, median_s, ...).
     """
+    from rlib.basemodels.tables import precision_check
+
     dev = device()
     windows = {(m, c): data.heldout_windows(c, m, cfg.seq_len, _n_windows(c, m, cfg), split="test", seed=seed)
                for m in cfg.models for c in cfg.eval_corpora}  # [N, T] each
-    ppl_rows, gen_rows, lat_rows = [], [], []
+    paired = "float32" in cfg.dtypes and len(cfg.dtypes) > 1
+    ppl_rows, gen_rows, lat_rows, per_window = [], [], [], {}
     combos = [(m, d) for m in cfg.models for d in cfg.dtypes]
     for model_name, dtype_name in progress(combos, desc="models x dtypes"):
         model = assets.load_model(model_name, dtype=DTYPES[dtype_name], device=dev)
         tok = assets.load_tokenizer(model_name)
         for corpus in cfg.eval_corpora:
-            res = rl_eval.perplexity(model, windows[(model_name, corpus)], batch_size=cfg.batch_size, device=dev,
-                                     progress=False)
+            scored = windows[(model_name, corpus)]  # [N, T]
+            if paired and dtype_name == "float32":
+                scored = scored[: cfg.reference_windows(len(scored))]  # [N_ref, T]: the first windows, paired
+            res = rl_eval.perplexity(model, scored, batch_size=cfg.batch_size, device=dev, progress=False,
+                                     per_window=True)
+            per_window[(model_name, corpus, dtype_name)] = res.pop("per_window")
             ppl_rows.append({"model": model_name, "dtype": dtype_name, "corpus": corpus, **res})
         for prompt, text in zip(cfg.prompts, rl_eval.greedy_generate(model, tok, list(cfg.prompts),
                                                                       cfg.max_new_tokens)):
@@ -49,8 +61,8 @@ def evaluate_models(cfg: ModelsDataConfig, seed: int = 0) -> dict[str, pd.DataFr
         lat = rl_eval.forward_latency(model, seq_len=cfg.latency_seq_len, repeats=cfg.latency_repeats)
         lat_rows.append({"model": model_name, "dtype": dtype_name, "device": dev, **lat})
         del model
-    return {"perplexity": pd.DataFrame(ppl_rows), "generations": pd.DataFrame(gen_rows),
-            "latency": pd.DataFrame(lat_rows)}
+    return {"perplexity": pd.DataFrame(ppl_rows), "precision_check": precision_check(per_window),
+            "generations": pd.DataFrame(gen_rows), "latency": pd.DataFrame(lat_rows)}
 
 
 def suite_dtype(cfg: ModelsDataConfig) -> str:

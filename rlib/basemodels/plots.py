@@ -20,7 +20,12 @@ def plot_perplexity(
     hue: str | Sequence[str] = ("model", "dtype"),
     title: str = "Held-out perplexity of the base models (lower is better)",
 ) -> Figure:
-    """Grouped bars of held-out perplexity per corpus, one bar per model and dtype."""
+    """Grouped bars of held-out perplexity per corpus, one bar per model and dtype. Where the dtypes scored different
+    numbers of windows (the fp32 reference scores the first few: `ModelsDataConfig.fp32_windows`), each dtype's
+    label says how many."""
+    if "n_windows" in df.columns and "dtype" in df.columns and df.groupby("dtype")["n_windows"].max().nunique() > 1:
+        most = df.groupby("dtype")["n_windows"].transform("max")
+        df = df.assign(dtype=df["dtype"] + " (" + most.astype(str) + " windows)")
     return grouped_bars(df, x, y, hue, fmt="{:.1f}", title=title, xlabel="held-out corpus", ylabel="perplexity")
 
 

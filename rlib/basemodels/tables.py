@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 import pandas as pd
 
 from rlib import assets, data
 from rlib import eval as rl_eval
 from rlib.basemodels.config import SAMPLES, ModelsDataConfig
 
-__all__ = ["perplexity_summary", "task_suite_summary", "tokenizer_table"]
+__all__ = ["perplexity_summary", "precision_check", "task_suite_summary", "tokenizer_table"]
+
+REFERENCE_DTYPE = "float32"
 
 
 def tokenizer_table(cfg: ModelsDataConfig, stats: pd.DataFrame) -> pd.DataFrame:
@@ -38,8 +44,37 @@ def task_suite_summary(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def perplexity_summary(ppl: pd.DataFrame) -> pd.DataFrame:
-    """Wide view: one row per (model, corpus), perplexity per dtype and the bf16/fp32 ratio."""
-    wide = ppl.pivot_table(index=["model", "corpus"], columns="dtype", values="ppl").reset_index()
-    if {"float32", "bfloat16"} <= set(wide.columns):
-        wide["bf16_over_fp32"] = wide["bfloat16"] / wide["float32"]
-    return wide
+    """Wide view: one row per (model, corpus), perplexity and window count per dtype (the bf16 / fp32 comparison
+    on the same windows is `precision_check`'s)."""
+    wide = ppl.pivot_table(index=["model", "corpus"], columns="dtype", values=["ppl", "n_windows"], sort=False)
+    wide.columns = [f"{value}[{dtype}]" for value, dtype in wide.columns]
+    counts = [c for c in wide.columns if c.startswith("n_windows[")]
+    return wide.astype({c: int for c in counts}).reset_index()
+
+
+def precision_check(per_window: Mapping[tuple[str, str, str], Sequence[float]]) -> pd.DataFrame:
+    """Every dtype against fp32 on the windows fp32 scored, paired window by window.
+
+    `per_window[(model, corpus, dtype)]` is each window's mean NLL per predicted token (`rlib.eval.perplexity(...,
+    per_window=True)`); the fp32 list covers the first windows of the other dtypes' lists. Every window predicts the
+    same number of tokens, so the perplexity of a set of windows is exp of the mean of their NLLs.
+    One row per (model, corpus, dtype): n_windows (paired), ppl_fp32, ppl (this dtype, the same windows),
+    ratio = ppl / ppl_fp32, diff_nll = mean per-window NLL difference and diff_nll_se its standard error over the
+    windows, max_abs_diff_nll = the largest per-window |difference|.
+    """
+    rows = []
+    for (model, corpus, dtype), values in per_window.items():
+        reference = per_window.get((model, corpus, REFERENCE_DTYPE))
+        if dtype == REFERENCE_DTYPE or reference is None:
+            continue
+        n = len(reference)
+        if len(values) < n:
+            raise ValueError(f"{model} / {corpus}: {dtype} scored {len(values)} windows, fewer than fp32's {n}")
+        diff = np.asarray(values[:n], dtype=np.float64) - np.asarray(reference, dtype=np.float64)  # [n]
+        se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+        rows.append({"model": model, "corpus": corpus, "dtype": dtype, "n_windows": n,
+                     "ppl_fp32": math.exp(float(np.mean(reference))), "ppl": math.exp(float(np.mean(values[:n]))),
+                     "ratio": math.exp(float(diff.mean())), "diff_nll": float(diff.mean()), "diff_nll_se": se,
+                     "max_abs_diff_nll": float(np.abs(diff).max())})
+    return pd.DataFrame(rows, columns=["model", "corpus", "dtype", "n_windows", "ppl_fp32", "ppl", "ratio", "diff_nll",
+                                       "diff_nll_se", "max_abs_diff_nll"])
