@@ -196,3 +196,27 @@ def test_evaluation_reads_the_uptraining_corpus_once_and_matches_its_perplexity(
     with torch.no_grad():  # loop 1's number is the model stopped after its first loop
         first = rl_eval.perplexity(lambda x: model(x, n_steps=3), windows["poetry"], batch_size=3, progress=False)
     assert out["nll_loop1"] == pytest.approx(first["nll"], rel=1e-5)
+
+
+def test_the_step0_curve_scores_the_first_step0_windows_and_trains_nothing_keyed(monkeypatch):
+    """`step0_windows` cuts the step-0 curve's evaluation to the first windows of the evaluation's sample (every row,
+    the source's too, on the same ones) and leaves the run grid's key as it is."""
+    import torch
+
+    from rlib.relaxed import experiments
+    from tests.test_looping import ids, tiny_model
+
+    cfg = RelaxedConfig.preset("smoke").override(step0_ranks=(0,), step0_windows=3)
+    assert cfg.grid_context() == cfg.override(step0_windows=0).grid_context()  # the run cache's key is unchanged
+    windows = ids(7, 9, seed=5)  # [7, 9]
+    seen = []
+    monkeypatch.setattr(experiments.ch01, "eval_windows", lambda c: {cfg.train_corpus: windows})
+    key = f"ppl[{cfg.train_corpus}]"
+    monkeypatch.setattr(experiments.ch01, "evaluate_model",
+                        lambda model, c, w, tasks: seen.append(w[cfg.train_corpus]) or {key: 1.0})
+    source = tiny_model(4)
+    table = experiments.step0_table(cfg, source)
+    assert len(table) == 1 + 2 * 3  # the source, then per init rank 0 and full rank with and without norm deltas
+    assert len(seen) == len(table) and all(torch.equal(w, windows[:3]) for w in seen)
+    with pytest.raises(ConfigError, match="step0_windows=-1"):
+        cfg.override(step0_windows=-1)

@@ -99,10 +99,13 @@ class RelaxedConfig(Preset):
     kd_row: bool = True  # Table I.1's distilled relaxed model (and with long_factor > 1, Fig. 7(b)'s KD + longer run)
     tasks: tuple[str, ...] = ()  # chapter 02 judges quality by perplexity; tasks are optional
     task_limit: int = 0
+    step0_windows: int = 0  # held-out windows of the step-0 curve, the first of the evaluation's (0 = all
+    # n_eval_windows): its claims compare perplexities that differ by orders of magnitude, and full rank against the
+    # source on the same windows, exactly
 
     # left out of the run cache's key (Preset.grid_context): changing the workload or the exit rules re-serves the kept
     # models without retraining any, and cpu-long's added runs leave cpu's keys as they are
-    UNKEYED_FIELDS = SERVING_FIELDS + EXTENSION_FIELDS
+    UNKEYED_FIELDS = SERVING_FIELDS + EXTENSION_FIELDS + ("step0_windows",)  # the step-0 curve trains nothing
 
     PRESETS = {
         "smoke": dict(
@@ -130,7 +133,7 @@ class RelaxedConfig(Preset):
             exit_coef=0.1, co_training=False, kd_alpha=1.0, long_factor=1, precision="auto",
             exit_coefs=(), served_ranks=(), throughput_requests=64, prompt_len=64, new_tokens=256,
             max_batch=8, exit_precision=0.9, throughput_repeats=1, exit_fit_windows=32, long_context=1024,
-            kd_row=False),
+            kd_row=False, step0_windows=8),
         "gpu": dict(
             model="gemma3-270m", train_corpus="gutenberg-poetry", eval_corpora=("gutenberg-poetry", "python-stdlib"),
             n_loops=2, seq_len=512, batch_size=32, micro_batch_size=16, steps=2000, post_steps=500, lr=5e-4,
@@ -170,6 +173,8 @@ class RelaxedConfig(Preset):
 
     def __post_init__(self) -> None:
         sources.locate(self.model)  # a name that is nothing fails here, naming it
+        if self.step0_windows < 0:
+            raise ConfigError(f"step0_windows={self.step0_windows} must be >= 1, or 0 for every evaluation window")
         if self.second_model:
             sources.locate(self.second_model)
             if self.second_model == self.model:

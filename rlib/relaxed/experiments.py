@@ -203,8 +203,10 @@ def variant_in_slot(variant: RelaxedVariant, slot: experiments.RunSlot, cfg: Rel
 
 def step0_table(cfg: RelaxedConfig, source: Decoder) -> pd.DataFrame:
     """Held-out perplexity before any training: each init relaxed at each rank (SVD), plus full rank with the norm
-    deltas (which reproduces the source), and the source itself. One row per (init, rank, norms)."""
-    windows = {cfg.train_corpus: ch01.eval_windows(cfg)[cfg.train_corpus]}
+    deltas (which reproduces the source), and the source itself, on the first `cfg.step0_windows` evaluation windows.
+    One row per (init, rank, norms)."""
+    windows = ch01.eval_windows(cfg)[cfg.train_corpus]  # [N, T]
+    windows = {cfg.train_corpus: windows[: cfg.step0_windows or len(windows)]}  # the first step0_windows
     key = f"ppl[{cfg.train_corpus}]"
     cfg = cfg.override(precision="no")  # fp32: a full-rank model must land on the source, not within bf16 rounding
     rows = [{"init": "source", "rank": None, "norms": None, "lora_params": 0,
