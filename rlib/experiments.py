@@ -43,8 +43,8 @@ from rlib.config import runs_profile
 from rlib.fsutil import atomic_path
 from rlib.grid_workers import Job, resolve_workers, run_in_workers
 
-__all__ = ["RESULT_FILE", "Grid", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model", "run_grid",
-           "run_grids", "run_key", "stored_result", "training_curves", "work_dir"]
+__all__ = ["RESULT_FILE", "Grid", "RunSlot", "cache_tally", "cached", "code_digest", "digest", "load_model",
+           "pool_order", "run_grid", "run_grids", "run_key", "stored_result", "training_curves", "work_dir"]
 
 RESULT_FILE = "result.json"
 _TALLY = {"read": 0, "computed": 0, "read_compute_s": 0.0, "read_without_time": 0, "computed_s": 0.0}
@@ -180,6 +180,8 @@ class Grid:
     desc: str = "runs"
     unit: str = "run"
     needs: Callable[[Any], Sequence[str]] | None = None  # names of this grid's items a run loads (e.g. a teacher)
+    cost: Callable[[Any], float] | None = None  # a run's expected compute, in any unit shared by the pool's grids:
+    # a pool starts its costliest missing runs first (`run_grids`)
 
     def slots(self) -> list[RunSlot]:
         """Each item's folder and key; repeated names are refused before anything runs."""
@@ -212,7 +214,9 @@ def run_grids(grids: Sequence[Grid], workers: int | str = 1) -> list[list[dict[s
     """`run_grid` of every grid, each grid's results in its items' order. With `workers` > 1 the missing runs of all
     the grids are computed in one pool, in the order given (longest grids first keeps the cores busy to the end: a
     short grid's runs fill the second core while a long grid's last run finishes); a run starts once the runs it
-    needs (`Grid.needed`: its parent, a teacher it loads) have finished."""
+    needs (`Grid.needed`: its parent, a teacher it loads) have finished. Where grids give a `cost`, their runs start
+    costliest first (the longest-processing-time rule), before the runs of grids without one, which keep their order:
+    a long run that starts last would otherwise run alone on one core while the other cores idle."""
     from rlib.progress import progress
 
     plans = [(grid, grid.slots(), grid.parents()) for grid in grids]  # every key before any run starts
@@ -220,6 +224,7 @@ def run_grids(grids: Sequence[Grid], workers: int | str = 1) -> list[list[dict[s
     todo = [(g, i, unsaved) for g, (grid, slots, parents) in enumerate(plans) for i, slot in enumerate(slots)
             if (unsaved := _unsaved_parent(grid.items[i], slot, parents))
             or stored_result(slot.folder, slot.key) is None]
+    todo = pool_order(plans, todo)
     in_workers = _compute_in_workers(plans, todo, n_workers) if n_workers > 1 and len(todo) > 1 else {}
     results = []
     for g, (grid, slots, parents) in enumerate(plans):
@@ -232,6 +237,17 @@ def run_grids(grids: Sequence[Grid], workers: int | str = 1) -> list[list[dict[s
                               refresh=_unsaved_parent(item, slot, parents)))
         results.append(out)
     return results
+
+
+def pool_order(plans: Sequence[tuple[Grid, Any, Any]], todo: list[tuple[int, int, bool]]
+               ) -> list[tuple[int, int, bool]]:
+    """`todo` (grid, item, refresh) in the order a pool starts them: the runs of grids with a `cost`, costliest
+    first, then the others in their given order (a stable sort; needs are honoured by the pool itself)."""
+    def rank(entry: tuple[int, int, bool]) -> tuple[int, float]:
+        grid = plans[entry[0]][0]
+        return (0, -float(grid.cost(grid.items[entry[1]]))) if grid.cost is not None else (1, 0.0)
+
+    return sorted(todo, key=rank)
 
 
 def _unsaved_parent(item: Any, slot: RunSlot, parents: set[str]) -> bool:

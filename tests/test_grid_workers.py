@@ -180,3 +180,35 @@ def test_a_child_waits_for_its_parent_and_an_unsaved_parent_is_computed_again_in
     results = experiments.run_grid(grid, tmp_path, train_or_post_train, workers=2)
     assert results[0]["pid"] != os.getpid()  # the parent ran again, in a worker, and saved its model first
     assert results[1]["base"] == results[2]["base"] == results[0]["pid"]
+
+
+def started(item: Item, slot: experiments.RunSlot) -> dict:
+    """A run that records when it started (after a short sleep, so both workers are up before the first finishes)."""
+    import time
+
+    at = time.time()
+    time.sleep(0.3)
+    return {"name": item.name, "started": at, "pid": os.getpid()}
+
+
+def test_a_pool_starts_the_costliest_runs_first_and_keeps_each_grids_result_order(tmp_path):
+    cheap_first = [Item("short", 1), Item("middle", 5), Item("long", 9)]
+    costed = experiments.Grid(cheap_first, tmp_path / "costed", started, cost=lambda item: item.value)
+    plain = experiments.Grid([Item("x", 0), Item("y", 0)], tmp_path / "plain", started)
+    plans = [(plain, None, None), (costed, None, None)]
+    todo = [(0, 0, False), (0, 1, False), (1, 0, False), (1, 1, False), (1, 2, False)]
+    order = [plans[g][0].items[i].name for g, i, _ in experiments.pool_order(plans, todo)]
+    assert order == ["long", "middle", "short", "x", "y"]  # the costed grid's runs first, costliest first
+    out_plain, out_costed = experiments.run_grids([plain, costed], workers=2)
+    assert [r["name"] for r in out_costed] == ["short", "middle", "long"]  # results in the items' order
+    start = {r["name"]: r["started"] for r in out_plain + out_costed}
+    assert max(start["long"], start["middle"]) < min(start["short"], start["x"], start["y"])  # the pool's first two
+
+
+def test_chapter_05s_pretrained_runs_are_costed_longest_first():
+    from rlib.layerskip.adapt import run_cost
+    from rlib.layerskip.config import AdaptConfig, adapt_runs
+
+    cfg = AdaptConfig.preset("cpu")
+    costs = {run.name: run_cost(run, cfg) for run in adapt_runs(cfg)}
+    assert costs["continual-ld_ee"] > costs["continual-baseline"] > costs["source"] > 0
