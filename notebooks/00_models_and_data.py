@@ -95,7 +95,7 @@ run.table(tables.tokenizer_table(cfg, stats), "tokenizer_comparison");
 # so absolute values sit above published fp16 numbers. bf16, the precision every later chapter
 # trains and scores in on this machine, scores all `n_eval_windows`; the cpu profile's 32 leave each
 # perplexity a standard error of about 4-9 % (`nll_se`). fp32 is only the reference for the check
-# below, so it scores the first `fp32_windows` of the same windows (8 in the cpu profile: an fp32
+# below, so it scores the first `fp32_windows` of the same windows (6 in the cpu profile: an fp32
 # forward costs about three bf16 ones here), and `precision_check` compares bf16 with it on exactly
 # those windows, window by window: the ratio it tests is far tighter than either perplexity (the
 # per-window NLL difference and its standard error are in the table; the claim's threshold is 1 %).

@@ -71,7 +71,7 @@ def test_fp32_scores_only_the_first_windows_and_bf16_is_compared_on_exactly_thos
 
 def test_reference_windows_are_capped_by_what_the_split_holds_and_validated():
     cfg = ModelsDataConfig.preset("cpu")
-    assert cfg.reference_windows(32) == cfg.fp32_windows == 8 and cfg.reference_windows(5) == 5
+    assert cfg.reference_windows(32) == cfg.fp32_windows == 6 and cfg.reference_windows(5) == 5
     assert ModelsDataConfig.preset("smoke").reference_windows(4) == 4  # None: every window
     with pytest.raises(ConfigError, match="fp32_windows=1"):
         cfg.override(fp32_windows=1)
