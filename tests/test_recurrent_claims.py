@@ -246,6 +246,9 @@ def test_table2_rule_passes_the_papers_own_numbers_and_flips_on_each_reading():
     assert _verdict({"gpu_prefill_batch": _gpu_prefill_batch()}, claim) == "held"  # 1.066 flat, 3.393x at B 512
     judged = _judge({"gpu_prefill_batch": _gpu_prefill_batch(1.2)})  # eager 352 ms at B 2048: not flat
     assert judged.loc[claim, "verdict"] == "not held" and "varies 1.28x" in judged.loc[claim, "evidence"]
+    # the diagnosis measures the launch overhead (eager - graphed at B 32: 277.08 - 38.85 here) beside the paper's
+    evidence = judged.loc[claim, "evidence"]
+    assert "launch overhead (eager - graphed) 238 ms per layer at B 32, the paper's 238" in evidence
     assert "B 512: 3.4x" in judged.loc[claim, "measured"]
     assert _verdict({"gpu_prefill_batch": _gpu_prefill_batch(drop=1024)}, claim) == "not measured"
     unmeasured = pd.DataFrame([{"note": "prefill_batch: not measured on a GPU", "device": "", "date": "",
