@@ -289,6 +289,18 @@ def test_decoding_claims_follow_the_numbers():
     assert copying.loc["ls.s8.recipe_required.scratch", "diagnosis"] == "disagrees with the paper"
 
 
+def test_recipe_claim_failing_on_the_order_of_two_timings_says_what_orders_them_without_a_clock():
+    table = scratch_decoding()
+    spec = table["method"] == "self_speculative"
+    table.loc[spec & (table["recipe"] == "baseline"), "speedup"] = 0.68  # neither gains, the baseline's a hair ahead
+    table.loc[spec & (table["recipe"] == "ld_ee"), "speedup"] = 0.67
+    row = judged({"decoding": table}).loc["ls.s8.recipe_required.scratch"]
+    assert row["verdict"] == N and row["diagnosis"] == "budget"
+    assert "the order rests on two timings 1.5% apart" in row["evidence"]
+    assert "acceptance LayerSkip 0.70-0.90 vs baseline 0.05-0.05" in row["evidence"]
+    assert "predicted speed-up LayerSkip 1.50x vs baseline 1.50x" in row["evidence"]
+
+
 def test_decoding_gate_and_intervals_decide_the_paper_claims():
     looping = judged({"decoding": scratch_decoding(distinct=0.2)})  # the same numbers on a greedy loop
     assert looping.loc[["ls.tab10.acceptance_rises_with_e.scratch", "ls.tab3.scratch_speedup",

@@ -180,7 +180,18 @@ def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float]) -> tuple[str,
     if best[PLAIN] > RECIPE_BOUND:
         return "disagrees with the paper", (f"the baseline model reaches {best[PLAIN]:.2f}x on gate-passing output "
                                             f"(acceptance {_span(plain)})")
-    return "budget", f"neither model gains: baseline {best[PLAIN]:.2f}x, LayerSkip {best[LS]:.2f}x"
+    text = f"neither model gains: baseline {best[PLAIN]:.2f}x, LayerSkip {best[LS]:.2f}x"
+    if best[PLAIN] >= best[LS]:  # failed on the order alone: set it beside what orders them without a clock
+        gap = (best[PLAIN] - best[LS]) / best[LS]
+        text += (f"; the order rests on two timings {gap:.1%} apart, one each; without a clock they read: "
+                 f"acceptance LayerSkip {_span(spec_rows(table, LS)['acceptance'])} vs "
+                 f"baseline {_span(plain)}")
+        if "predicted_speedup" in table.columns:
+            predicted = {r: float(spec_rows(table, r)["predicted_speedup"].max()) for r in (PLAIN, LS)}
+            text += (f", the cost model's best predicted speed-up LayerSkip {predicted[LS]:.2f}x vs baseline "
+                     f"{predicted[PLAIN]:.2f}x")
+        text += "; needs: repeated timings of both models (decode_repeats > 1), or a setting where LayerSkip gains"
+    return "budget", text
 
 
 def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Verdict:
