@@ -124,3 +124,13 @@ def test_decode_check_trains_decodes_and_judges_a_study_alone(tmp_path, monkeypa
     assert (decoding["temperature"] == 1.0).all() and len(spec) and spec["identical_to_greedy"].all()
     claims = pd.read_csv(out / "claims.csv")
     assert "ls.exact.scratch" in set(claims["id"]) and "ls.exact.scratch: held" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("temperature", [None, 0.8])
+def test_the_cached_reference_chooses_the_uncached_references_tokens(model, temperature):
+    prompts = ids(2, 5, seed=4)
+    sampling = None if temperature is None else Sampling(temperature, seed=6)
+    uncached = sampled_generate(model, prompts, 16, sampling)
+    assert torch.equal(sampled_generate(model, prompts, 16, sampling, use_cache=True), uncached)
+    if sampling is None:
+        assert torch.equal(uncached, model.generate(prompts, 16, eos_ids=()))

@@ -298,3 +298,33 @@ def test_a_looped_model_evaluates_through_lm_eval(built, smol_tokenizer, tmp_pat
     reloaded = rev.evaluate(str(convert.save(looped, tmp_path / "looped")), ["book_nextline"], limit=3,
                             tokenizer=smol_tokenizer)
     assert direct["book_nextline"]["acc"] == reloaded["book_nextline"]["acc"]
+
+
+def test_length_groups_bound_padding_and_cover_every_index():
+    lengths = [122, 9, 14, 61, 120, 9, 10, 66]
+    groups = rev.length_groups(lengths)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for group in groups:
+        longest = max(lengths[i] for i in group)
+        assert lengths[group[0]] == longest  # longest first
+        assert longest * len(group) <= 1.25 * sum(lengths[i] for i in group)
+    assert rev.length_groups([5, 5, 5], slack=1.0) == [[0, 1, 2]]
+    assert rev.length_groups([]) == []
+    with pytest.raises(ValueError, match="slack=0.5"):
+        rev.length_groups([1], slack=0.5)
+
+
+def test_shared_context_scores_equal_one_pair_at_a_time(smol_tokenizer):
+    """Continuations of very different lengths over one context (several length groups, the cache restored
+    between them) score as each pair alone."""
+    decoder = _tiny_decoder(len(smol_tokenizer))
+    lm = rev.RlibLM(model=decoder, tokenizer=smol_tokenizer, batch_size=3)
+    context = "Once upon a time there was"
+    endings = [" a king", " a very old king who lived in a castle by the sea with his three daughters", " a",
+               " a queen who ruled", " one"]
+    together = lm.score_exits([(context, e) for e in endings], exits=(1, 2))
+    assert len(rev.length_groups([len(smol_tokenizer(e)["input_ids"]) for e in endings])) >= 3
+    for ending, got in zip(endings, together):
+        alone = lm.score_exits([(context, ending)], exits=(1, 2))[0]
+        assert [s for s, _ in got] == pytest.approx([s for s, _ in alone], rel=1e-5)
+        assert [g for _, g in got] == [g for _, g in alone]

@@ -74,7 +74,7 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
                         exit_layer: int, n_draft: int, new_tokens: int, label: str = "",
                         sampling: Sampling | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Continuations of each prompt [1, T] (EOS ignored): early exit at `exit_layer`, self-speculation at
-    (`exit_layer`, `n_draft`) and plain decoding with every layer; `decode` writes token ids as text
+    (`exit_layer`, `n_draft`) and plain decoding with every layer (over its KV cache); `decode` writes token ids as text
     (`text_decoder`). Greedy, or with `sampling` coupled sampling with noise seed + the prompt's index, where the
     columns named greedy (`self_speculative_equals_greedy`, `greedy_distinct_2`) mean the full model's sample.
     Returns (one row per prompt, one row per early-exit token)."""
@@ -93,7 +93,7 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
         wrong = wrong_tokens(model, early, t, noise)  # [n]
         speculative, stats = self_speculative_generate(model, prompt, new_tokens, exit_layer, n_draft, eos_ids=(),
                                                        sampling=noise)
-        greedy = sampled_generate(model, prompt, new_tokens, noise)
+        greedy = sampled_generate(model, prompt, new_tokens, noise, use_cache=True)
         diversity = distinct_2(greedy[0, t:].tolist())
         pieces = [decode([tok]) for tok in early[0, t:].tolist()]
         for position, (piece, bad) in enumerate(zip(pieces, wrong.tolist())):

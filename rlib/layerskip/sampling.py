@@ -15,7 +15,7 @@ model's: a coupling of the two distributions, at most the 1 - TV(p_E, p_L) of sp
 
     Sampling          temperature and seed; `noise` draws g for [B, positions, V]
     TokenChooser      argmax of logits (greedy) or of logits / T + the noise of their positions (sampling)
-    sampled_generate  the reference: full forward passes, no cache, one token at a time
+    sampled_generate  the reference: full forward passes, no cache, one token at a time (or over the cache)
 """
 
 from __future__ import annotations
@@ -79,15 +79,20 @@ class TokenChooser:
 
 @torch.no_grad()
 def sampled_generate(model: Decoder, input_ids: torch.Tensor, max_new_tokens: int,
-                     sampling: Sampling | None) -> torch.Tensor:
+                     sampling: Sampling | None, use_cache: bool = False) -> torch.Tensor:
     """The reference decoder: one full forward pass (no cache) per new token, each token chosen by a
-    `TokenChooser`: prompt [B, T] -> [B, T + max_new_tokens] (EOS ignored)."""
+    `TokenChooser`: prompt [B, T] -> [B, T + max_new_tokens] (EOS ignored). use_cache: the same choices over the
+    decoder's KV cache (one prefill, then one token per forward), about twice as fast at 70 positions and tested
+    to give the same tokens; the uncached loop stays the reference the self-speculative decoder is tested against."""
     if max_new_tokens < 1:
         raise ConfigError(f"max_new_tokens={max_new_tokens} must be >= 1")
     batch, prompt_len = input_ids.shape
     choose = TokenChooser(sampling, batch, prompt_len + max_new_tokens, model.config.vocab_size, input_ids.device)
-    seq = input_ids
+    cache = model.new_cache() if use_cache else None
+    seq, fed = input_ids, input_ids
     for _ in range(max_new_tokens):
-        logits = model(seq, last_only=True)  # [B, 1, V]
-        seq = torch.cat([seq, choose(logits, seq.shape[1])], dim=1)
+        logits = model(fed if use_cache else seq, cache=cache, last_only=True)  # [B, 1, V]
+        chosen = choose(logits, seq.shape[1])  # [B, 1]
+        seq = torch.cat([seq, chosen], dim=1)
+        fed = chosen
     return seq
