@@ -30,6 +30,7 @@ from rlib.layerskip.decoding import distinct_2
 from rlib.layerskip.sampling import Sampling, TokenChooser, sampled_generate
 from rlib.layerskip.speculative import early_exit_generate, self_speculative_generate
 from rlib.model import Decoder
+from rlib.model.decode_matmul import fast_decoding
 
 __all__ = ["figure_exit", "generation_examples", "generations_html", "text_decoder", "wrong_tokens"]
 
@@ -77,13 +78,22 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
     (`exit_layer`, `n_draft`) and plain decoding with every layer (over its KV cache); `decode` writes token ids as text
     (`text_decoder`). Greedy, or with `sampling` coupled sampling with noise seed + the prompt's index, where the
     columns named greedy (`self_speculative_equals_greedy`, `greedy_distinct_2`) mean the full model's sample.
-    Returns (one row per prompt, one row per early-exit token)."""
+    The decoders run inside `fast_decoding`, as every decoding table's (the self-speculative output is compared with
+    the reference inside that one block). Returns (one row per prompt, one row per early-exit token)."""
     n_layers = len(model.plan)
     if not 1 <= exit_layer < n_layers:
         raise ConfigError(f"exit_layer={exit_layer} must be in 1..{n_layers - 1} (the model has {n_layers} layers)")
     if n_draft < 1 or new_tokens < 1 or not prompts:
         raise ConfigError(f"n_draft={n_draft} and new_tokens={new_tokens} must be >= 1, with at least one prompt")
     model.eval()
+    with fast_decoding(model):  # every decoder of the figure in one block, as the decoding tables time them
+        return _examples(model, decode, prompts, exit_layer, n_draft, new_tokens, label, sampling)
+
+
+def _examples(model: Decoder, decode: Callable[[list[int]], str], prompts: list[torch.Tensor], exit_layer: int,
+              n_draft: int, new_tokens: int, label: str,
+              sampling: Sampling | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`generation_examples`' loop over the prompts, its arguments checked."""
     summary, tokens = [], []
     for index, prompt in enumerate(prompts):
         prompt = prompt.to(next(model.parameters()).device)
