@@ -246,3 +246,15 @@ def test_a_profile_runs_exactly_the_chapters_whose_presets_it_has():
     assert [c.id for c in book.select(None, "cpu-long")] == ["01_recursive_conversion", "02_relaxed_recursion",
                                                             "03_mixture_of_recursions", "04_recurrent_transformer",
                                                             "05_layerskip"]
+
+
+def test_a_cell_timeout_names_the_cell_and_the_full_command_that_fixes_it(tmp_path):
+    run = book_cli(tmp_path, "run", "--profile", "smoke", "-p", "sleep_s=60", "--cell-timeout", "5")
+    text = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "cell timeout 5 s (--cell-timeout)" in text
+    assert "timed out after 5 s in cell " in text and " of chapter " in text, text[-2000:]
+    assert "--cell-timeout 10" in text and "--profile smoke" in text  # the fix, as one full command
+    failure = json.loads((tmp_path / "runs" / "smoke" / ".failed" / "tiny" / "failure.json").read_text())
+    assert "timed out after 5 s" in json.dumps(failure)
+    assert not (tmp_path / "runs" / "smoke" / "tiny").exists()  # nothing half-written in place
