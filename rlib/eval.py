@@ -490,7 +490,6 @@ class RlibLM(_LM):
         cache = self.decoder.new_cache()
         self._exit_hidden(self._padded([context[:-1]]), cache=cache)
         shared = [(cache.keys[s], cache.values[s], cache.positions[s]) for s in range(cache.n_slots)]
-        seen = cache.seen_tokens
         scored: list[list[tuple[float, bool]] | None] = [None] * len(targets)
         for group in length_groups([len(t) for t in targets]):
             for slot, (keys, values, positions) in enumerate(shared):  # the context alone, one row per member
@@ -498,7 +497,6 @@ class RlibLM(_LM):
                     cache.keys[slot] = keys.expand(len(group), -1, -1, -1)
                     cache.values[slot] = values.expand(len(group), -1, -1, -1)
                     cache.positions[slot] = positions.expand(len(group), -1)
-            cache.seen_tokens = seen
             rows = [[context[-1], *targets[i][:-1]] for i in group]
             hidden = self._exit_hidden(self._padded(rows), start=len(context) - 1, cache=cache)  # per exit [n, T, D]
             spans = [(row, 0, len(targets[i])) for row, i in enumerate(group)]

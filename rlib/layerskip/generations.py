@@ -86,39 +86,32 @@ def generation_examples(model: Decoder, decode: Callable[[list[int]], str], prom
     if n_draft < 1 or new_tokens < 1 or not prompts:
         raise ConfigError(f"n_draft={n_draft} and new_tokens={new_tokens} must be >= 1, with at least one prompt")
     model.eval()
-    with fast_decoding(model):  # every decoder of the figure in one block, as the decoding tables time them
-        return _examples(model, decode, prompts, exit_layer, n_draft, new_tokens, label, sampling)
-
-
-def _examples(model: Decoder, decode: Callable[[list[int]], str], prompts: list[torch.Tensor], exit_layer: int,
-              n_draft: int, new_tokens: int, label: str,
-              sampling: Sampling | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`generation_examples`' loop over the prompts, its arguments checked."""
     summary, tokens = [], []
-    for index, prompt in enumerate(prompts):
-        prompt = prompt.to(next(model.parameters()).device)
-        t = prompt.shape[1]
-        noise = None if sampling is None else Sampling(sampling.temperature, sampling.seed + index)
-        early = early_exit_generate(model, prompt, new_tokens, exit_layer, eos_ids=(), sampling=noise)
-        wrong = wrong_tokens(model, early, t, noise)  # [n]
-        speculative, stats = self_speculative_generate(model, prompt, new_tokens, exit_layer, n_draft, eos_ids=(),
-                                                       sampling=noise)
-        greedy = sampled_generate(model, prompt, new_tokens, noise, use_cache=True)
-        diversity = distinct_2(greedy[0, t:].tolist())
-        pieces = [decode([tok]) for tok in early[0, t:].tolist()]
-        for position, (piece, bad) in enumerate(zip(pieces, wrong.tolist())):
-            tokens.append({"model": label, "prompt": index, "position": position, "token": piece, "wrong": bad})
-        summary.append({
-            "model": label, "prompt": index, "exit_layer": exit_layer, "n_draft": n_draft,
-            "temperature": 0.0 if sampling is None else float(sampling.temperature),
-            "prompt_text": decode(prompt[0].tolist()),
-            "early_exit_text": "".join(f"[[{p}]]" if bad else p for p, bad in zip(pieces, wrong.tolist())),
-            "wrong_tokens": int(wrong.sum()), "new_tokens": int(wrong.numel()),
-            "first_wrong": int(wrong.nonzero()[0, 0]) if bool(wrong.any()) else -1,
-            "self_speculative_text": decode(speculative[0, t:].tolist()),
-            "self_speculative_equals_greedy": bool(torch.equal(speculative, greedy)),
-            "acceptance": stats.acceptance,
-            "greedy_distinct_2": diversity, "passes_gate": diversity >= GATE})
+    with fast_decoding(model):  # every decoder of the figure in one block, as the decoding tables time them
+        for index, prompt in enumerate(prompts):
+            prompt = prompt.to(next(model.parameters()).device)
+            t = prompt.shape[1]
+            noise = None if sampling is None else Sampling(sampling.temperature, sampling.seed + index)
+            early = early_exit_generate(model, prompt, new_tokens, exit_layer, eos_ids=(), sampling=noise)
+            wrong = wrong_tokens(model, early, t, noise)  # [n]
+            speculative, stats = self_speculative_generate(model, prompt, new_tokens, exit_layer, n_draft, eos_ids=(),
+                                                           sampling=noise)
+            greedy = sampled_generate(model, prompt, new_tokens, noise, use_cache=True)
+            diversity = distinct_2(greedy[0, t:].tolist())
+            pieces = [decode([tok]) for tok in early[0, t:].tolist()]
+            for position, (piece, bad) in enumerate(zip(pieces, wrong.tolist())):
+                tokens.append({"model": label, "prompt": index, "position": position, "token": piece, "wrong": bad})
+            summary.append({
+                "model": label, "prompt": index, "exit_layer": exit_layer, "n_draft": n_draft,
+                "temperature": 0.0 if sampling is None else float(sampling.temperature),
+                "prompt_text": decode(prompt[0].tolist()),
+                "early_exit_text": "".join(f"[[{p}]]" if bad else p for p, bad in zip(pieces, wrong.tolist())),
+                "wrong_tokens": int(wrong.sum()), "new_tokens": int(wrong.numel()),
+                "first_wrong": int(wrong.nonzero()[0, 0]) if bool(wrong.any()) else -1,
+                "self_speculative_text": decode(speculative[0, t:].tolist()),
+                "self_speculative_equals_greedy": bool(torch.equal(speculative, greedy)),
+                "acceptance": stats.acceptance,
+                "greedy_distinct_2": diversity, "passes_gate": diversity >= GATE})
     return pd.DataFrame(summary), pd.DataFrame(tokens)
 
 
