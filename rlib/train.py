@@ -80,7 +80,10 @@ LATEST = "latest.json"
 
 
 class LossHook(Protocol):
-    """An auxiliary loss: terms returned are added to the micro batch's loss and logged under their names."""
+    """An auxiliary loss: terms returned are added to the micro batch's loss and logged under their names. A hook may
+    also define `ce_weight(step) -> float`, the weight the trainer gives its own last-layer cross-entropy in the loss
+    (default 1; at most one hook may set it), so that a loss weighing every exit (LayerSkip's Eq. 5) needs no second
+    full-vocabulary cross-entropy of the same logits; "ce" is still logged unweighted."""
 
     def loss(self, step: int, batch: torch.Tensor, logits: torch.Tensor, model: nn.Module) -> dict[str, torch.Tensor]:
         ...
@@ -272,11 +275,22 @@ def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperat
     return kl * temperature**2
 
 
+def _ce_weight_hook(hooks: Sequence[LossHook]) -> LossHook | None:
+    """The hook that weighs the trainer's cross-entropy (`LossHook`), if any; more than one is an error."""
+    weighers = [hook for hook in hooks if hasattr(hook, "ce_weight")]
+    if len(weighers) > 1:
+        raise ConfigError(f"hooks {[type(h).__name__ for h in weighers]} all set ce_weight; at most one may weigh "
+                          "the last layer's cross-entropy (merge their weights into one hook)")
+    return weighers[0] if weighers else None
+
+
 def _micro_loss(step: int, model, batch, cfg: TrainConfig, teacher, hooks) -> dict[str, torch.Tensor]:
     """The loss terms of one micro batch; 'loss' is their weighted sum."""
     logits = model(batch)  # [b, T, V]
     terms = {"ce": next_token_loss(logits, batch)}
-    total = terms["ce"]
+    weigher = _ce_weight_hook(hooks)
+    weight = 1.0 if weigher is None else weigher.ce_weight(step)
+    total = terms["ce"] if weight == 1.0 else weight * terms["ce"]  # 1: plain training's loss, bit for bit
     if teacher is not None and cfg.kd_alpha > 0:
         with torch.no_grad():
             teacher_logits = teacher(batch)
@@ -455,6 +469,7 @@ def train(
     accum = cfg.accumulation_steps(world)
     if teacher is None and cfg.kd_alpha > 0:
         raise ConfigError(f"TrainConfig.kd_alpha={cfg.kd_alpha} needs a teacher; pass teacher=... or kd_alpha=0")
+    _ce_weight_hook(hooks)
     try:
         sampler = WindowSampler(len(train_windows), cfg.batch_size, seed=cfg.seed)
     except ValueError as error:

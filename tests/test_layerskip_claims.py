@@ -318,6 +318,54 @@ def test_decoding_gate_and_intervals_decide_the_paper_claims():
     assert small.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "setup"
 
 
+def decode_rounds(table: pd.DataFrame, savings: list[float], rounds: int = 16) -> pd.DataFrame:
+    """A `decoding_rounds` table for `table`: per round r the LD+EE model's kvq decode takes 1 - savings[r % n] of
+    each other mode's time in the same round; every round's times also drift, as a shared machine's do."""
+    rows = []
+    for r in range(rounds):
+        drift = 1 + 0.3 * (r % 3)  # a slow spell hits every case of the round alike
+        for row in table.itertuples():
+            seconds = row.ms_per_token * drift / 1000
+            if row.method == "self_speculative" and row.recipe == "ld_ee" and row.reuse != "kvq":
+                kvq = table[(table["recipe"] == "ld_ee") & (table["label"] == row.label.replace(row.reuse, "kvq"))]
+                seconds = float(kvq["ms_per_token"].iloc[0]) * drift / 1000 / (1 - savings[r % len(savings)])
+            rows.append({"recipe": row.recipe, "label": row.label, "prompt": r // 2, "repeat": r % 2,
+                         "position": 0, "seconds": seconds, "new_tokens": 64})
+    return pd.DataFrame(rows)
+
+
+def test_cache_reuse_is_judged_on_paired_rounds_with_intervals():
+    table = scratch_decoding(saving=0.0)  # the rows' medians alone say kvq saves nothing
+    paired = judged({"decoding": table, "decoding_rounds": decode_rounds(table, [0.06, 0.07, 0.08, 0.09])})
+    row = paired.loc["ls.tab6.kvq_reuse.scratch"]
+    assert row["verdict"] == H, row["measured"]
+    assert "paired saving vs kv per (E, d), median % [95 % interval] over 16 rounds" in row["measured"]
+    assert "E=1 d=2 7.5 [6.0, 9.0]" in row["measured"] and "(4 of 4 >= 5.5 %)" in row["measured"]
+    assert paired.loc["ls.tab6.kvq_reuse.scratch.ours", "verdict"] == H
+
+    below = judged({"decoding": table, "decoding_rounds": decode_rounds(table, [0.01, 0.02, 0.03])})
+    assert below.loc["ls.tab6.kvq_reuse.scratch", "verdict"] == N
+    assert below.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "scale"  # every interval lies below 5.5 %
+    assert "whole 95 % interval of the paired saving lies below" in below.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
+    assert below.loc["ls.tab6.kvq_reuse.scratch.ours", "verdict"] == H  # faster, by less
+    spec = table[(table["recipe"] == "ld_ee") & (table["method"] == "self_speculative")]
+    model = spec[["label"]].assign(predicted_ms=[9.9 if "kvq" in label else 10.0 for label in spec["label"]])
+    costed = judged({"decoding": table, "decoding_rounds": decode_rounds(table, [0.01, 0.02, 0.03]),
+                     "cost_model_scratch": model})
+    evidence = costed.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
+    assert ("the cost model (cost_model_scratch: this machine's component times) predicts kvq saves 1.0-1.0 % over "
+            "kv, 1.0-1.0 % over none: kvq and kv run the same layer calls") in evidence
+
+    spread = judged({"decoding": table, "decoding_rounds": decode_rounds(table, [-0.02, 0.0, 0.04, 0.09, 0.12])})
+    assert spread.loc["ls.tab6.kvq_reuse.scratch", "verdict"] == N  # median 4 %, its interval reaches 5.5 %
+    assert spread.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "budget"
+    assert "needs more rounds (16 here)" in spread.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
+
+    unpaired = judged({"decoding": table})  # a run that predates the rounds: the rows' ratio, said so
+    assert unpaired.loc["ls.tab6.kvq_reuse.scratch", "verdict"] == N
+    assert "(unpaired: no rounds table)" in unpaired.loc["ls.tab6.kvq_reuse.scratch", "measured"]
+
+
 PARSE_DECODING = ["ls.tab10.acceptance_rises_with_e.parse", "ls.tab10.acceptance_rises_with_e.parse.ours",
                   "ls.s8.recipe_required.parse", "ls.s8.recipe_required.parse.ours", "ls.tab10.parse_speedup",
                   "ls.tab10.parse_speedup.ours", "ls.tab6.kvq_reuse.parse", "ls.tab6.kvq_reuse.parse.ours",

@@ -8,10 +8,12 @@ import pytest
 from rlib.config import ConfigError
 from rlib.layerskip.decoding import (
     DecodeCase,
+    TimingLog,
     benchmark_decoding,
     decode_cases,
     distinct_2,
     draft_vocabulary,
+    paired_ratios,
     predicted_speedup,
 )
 from rlib.model.convert import to_transformers
@@ -47,7 +49,8 @@ def test_fast_matmul_is_a_column_and_both_settings_stay_exact():
 
 
 def test_cases_take_turns_on_each_prompt(monkeypatch):
-    """Round-robin timing: after one warm-up per case, every case decodes prompt i before any decodes prompt i + 1."""
+    """Round-robin timing: after one warm-up per case, every case decodes prompt i before any decodes prompt i + 1,
+    in reverse order every other round, so each prompt meets both orders over two repeats."""
     from rlib.layerskip import decoding
 
     calls = []
@@ -65,7 +68,35 @@ def test_cases_take_turns_on_each_prompt(monkeypatch):
     benchmark_decoding(model, prompts, cases, max_new_tokens=4, repeats=2)
     firsts = [int(p[0, 0]) for p in prompts]
     assert calls[:3] == [(label, firsts[0]) for label in labels]  # warm-ups
-    assert calls[3:] == [(label, first) for _ in range(2) for first in firsts for label in labels]
+    rounds = [(firsts[0], labels), (firsts[1], labels[::-1]), (firsts[0], labels[::-1]), (firsts[1], labels)]
+    assert calls[3:] == [(label, first) for first, order in rounds for label in order]
+
+
+def test_timing_log_pairs_the_cases_of_each_round():
+    model = tiny_model(4, seed=1)
+    prompts = [ids(1, 5, seed=s) for s in range(3)]
+    cases = decode_cases(exits=(2,), drafts=(2,), reuses=("kvq", "kv"), peers=False)
+    log = TimingLog()
+    with log.tagged(recipe="ld_ee"):
+        table = benchmark_decoding(model, prompts, cases, max_new_tokens=5, repeats=2, timings=log)
+    assert log.tags == {}  # the tag ends with its block
+    times = log.frame()
+    assert len(times) == len(cases) * len(prompts) * 2 and (times["recipe"] == "ld_ee").all()
+    assert (times["new_tokens"] == 5).all() and (times["seconds"] > 0).all()
+    first = times[(times["prompt"] == 0) & (times["repeat"] == 0)].sort_values("position")
+    second = times[(times["prompt"] == 0) & (times["repeat"] == 1)].sort_values("position")
+    assert first["label"].tolist() == [c.label for c in cases] == second["label"].tolist()[::-1]
+    for label in table["label"]:  # each row's ms/token is the sum over prompts of its median round
+        mine = times[times["label"] == label].groupby("prompt")["seconds"].median().sum()
+        row = table[table["label"] == label].iloc[0]
+        assert row["ms_per_token"] == pytest.approx(1000 * mine / row["new_tokens"])
+
+    kvq, kv = "self_speculative E=2 d=2 kvq", "self_speculative E=2 d=2 kv"
+    ratios = paired_ratios(times, kvq, kv, recipe="ld_ee")
+    seconds = times.set_index(["label", "prompt", "repeat"])["seconds"]
+    assert ratios == [seconds[(kvq, p, r)] / seconds[(kv, p, r)] for p in range(3) for r in range(2)]
+    with pytest.raises(ConfigError, match="no round timed both"):
+        paired_ratios(times, kvq, kv, recipe="baseline")
 
 
 def test_distinct_2_flags_loops():

@@ -82,10 +82,10 @@ def test_the_loss_is_eq_5_and_zero_extra_without_exit_scale():
         per_layer = [next_token_loss(decoder.head(h), batch) for h in wrapped.hidden_states]
     weights = hook.weights(0)
     assert weights == pytest.approx([0.0, 0.1, 0.3, 0.6])  # e(l) = l (l + 1) / 2, normalized
-    total = next_token_loss(logits, batch) + terms["exit"]  # what the trainer optimizes
+    total = hook.ce_weight(0) * next_token_loss(logits, batch) + terms["exit"]  # what the trainer optimizes
     assert total.item() == pytest.approx(sum(w * loss.item() for w, loss in zip(weights, per_layer)), rel=1e-5)
     none = LayerSkipLoss(wrapped, e_scale=0.0, curriculum="all")
-    assert none.loss(0, batch, logits, wrapped)["exit"].item() == 0.0
+    assert none.loss(0, batch, logits, wrapped)["exit"].item() == 0.0 and none.ce_weight(0) == 1.0
 
 
 def test_plain_training_skips_the_zero_weight_ce_with_bit_identical_loss_and_gradients():

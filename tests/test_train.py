@@ -188,6 +188,27 @@ def test_hook_terms_are_added_and_logged(tmp_path):
     assert "aux" in header
 
 
+class HalfCE:
+    """A hook that weighs the trainer's cross-entropy by 0.5 and adds a constant 1."""
+
+    def ce_weight(self, step: int) -> float:
+        return 0.5
+
+    def loss(self, step, batch, logits, model):
+        return {"one": torch.ones((), device=logits.device)}
+
+
+def test_a_hook_can_weigh_the_trainers_cross_entropy_and_only_one_may(tmp_path):
+    result = train(tiny_decoder(), Windows(32), base_config(max_steps=3, eval_every=0), tmp_path / "half",
+                   hooks=[HalfCE()])
+    for row in result.history:  # "ce" is logged unweighted, the loss weighs it
+        assert row["loss"] == pytest.approx(0.5 * row["ce"] + 1.0, abs=1e-6)
+    with pytest.raises(ConfigError, match="at most one may weigh"):
+        train(tiny_decoder(), Windows(32), base_config(max_steps=3, eval_every=0), tmp_path / "two",
+              hooks=[HalfCE(), HalfCE()])
+    assert not (tmp_path / "two" / "metrics.csv").exists()  # refused before any step
+
+
 def test_two_gloo_processes_match_one(tmp_path):
     cfg = base_config(max_steps=4, eval_every=2)
     single = train(tiny_decoder(), Windows(32), cfg, tmp_path / "one", val_windows=Windows(8, seed=9))

@@ -7,6 +7,8 @@
                       at EOS and scoring each output's exact match (Tables 5, 6 and 10's TOPv2 setting)
     parse_costs       the LayerSkip parsing model's decoding components timed one by one, and its `parse_decoding` rows
                       predicted from them (`rlib.layerskip.decode_costs`: why the whole head falls short here)
+    scratch_costs     the same for the from-scratch LD+EE model and its `scratch_decoding` rows (what each cache mode
+                      can save on it: Table 6)
     parse_matmul_ablation  the LayerSkip parsing model's baseline and first self-speculation setting with and without
                       `fast_decoding`'s few-token products (beyond the paper: what the CPU BLAS path does to both)
     adapt_generations / scratch_generations  Figs. 7 and 9: a few early-exit continuations with their wrong tokens
@@ -22,6 +24,7 @@ Timings are measured live, never cached: they belong to this machine and this ru
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -41,25 +44,26 @@ from rlib.layerskip.config import (
     ParseConfig,
     sampling_of,
 )
-from rlib.layerskip.decoding import benchmark_decoding, decode_cases, draft_vocabulary
+from rlib.layerskip.decoding import TimingLog, benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.layerskip.sampling import Sampling
 from rlib.model import Decoder
 
 __all__ = ["adapt_decoding", "adapt_generations", "decode_models", "figure_prompts", "humaneval_prompts",
-           "parse_costs", "parse_decoding", "parse_matmul_ablation", "probe_models", "scratch_decoding",
-           "scratch_generations", "scratch_prompts"]
+           "parse_costs", "parse_decoding", "parse_matmul_ablation", "probe_models", "scratch_costs",
+           "scratch_decoding", "scratch_generations", "scratch_prompts"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
                   drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
                   peers: bool, full: tuple[str, ...] | None = None, eos_ids: tuple[int, ...] = (),
                   score=None, draft_vocab: torch.Tensor | None = None,
-                  sampling: Sampling | None = None) -> pd.DataFrame:
+                  sampling: Sampling | None = None, timings: TimingLog | None = None) -> pd.DataFrame:
     """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
     transformers' greedy and early-exit assisted generation on each model exported to transformers (greedy decoding
     only: with `sampling` they are left out, as they cannot share its noise). full: the labels that get every reuse
     mode, the peers and (given a task vocabulary `draft_vocab`) the rows drafting over it (default all); the others
-    get the "kvq" rows only. eos_ids, score and sampling: as in `benchmark_decoding`."""
+    get the "kvq" rows only. eos_ids, score, sampling and timings: as in `benchmark_decoding` (each logged row tagged
+    with its model's `recipe`)."""
     from rlib.model.convert import to_transformers
 
     if not models:
@@ -71,10 +75,11 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
         whole = full is None or label in full
         cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole,
                              draft_vocab=whole and draft_vocab is not None)
-        table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
-                                   hf_model=to_transformers(model) if peers and whole else None,
-                                   desc=f"decoding {label}", eos_ids=eos_ids, score=score, draft_vocab=draft_vocab,
-                                   sampling=sampling)
+        with timings.tagged(recipe=label) if timings is not None else nullcontext():
+            table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
+                                       hf_model=to_transformers(model) if peers and whole else None,
+                                       desc=f"decoding {label}", eos_ids=eos_ids, score=score,
+                                       draft_vocab=draft_vocab, sampling=sampling, timings=timings)
         table.insert(0, "recipe", label)
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
@@ -91,14 +96,24 @@ def scratch_prompts(cfg: LayerSkipConfig) -> list[torch.Tensor]:
 
 
 def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
-                     peers: bool = True, layerskip: str = "ld_ee") -> pd.DataFrame:
+                     peers: bool = True, layerskip: str = "ld_ee", timings: TimingLog | None = None) -> pd.DataFrame:
     """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows, greedy
     or by coupled sampling (`decode_temperature`); the `layerskip` model gets every reuse mode and (greedy only) the
-    peers, the others the "kvq" rows."""
+    peers, the others the "kvq" rows. timings: log every timed decode there (`decoding.TimingLog`)."""
     models = {recipe: scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
     return decode_models(models, scratch_prompts(cfg), cfg.decode_exits,
                          cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
-                         full=(layerskip,), sampling=sampling_of(cfg.decode_temperature))
+                         full=(layerskip,), sampling=sampling_of(cfg.decode_temperature), timings=timings)
+
+
+def scratch_costs(cfg: LayerSkipConfig, work: Path, decoding: pd.DataFrame, layerskip: str = "ld_ee",
+                  repeats: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the from-scratch `layerskip` model's component costs over `scratch_decoding`'s prompts at its E and d, that
+    model's rows of `decoding`, a `scratch_decoding` table of this run, with the cost model's predictions)."""
+    model = scratch.load_model(work, LayerSkipRun(layerskip, cfg.seeds[0]).name)
+    prompts = scratch_prompts(cfg)
+    costs = decode_costs.measure_costs(model, prompts, cfg.decode_exits, cfg.decode_drafts, repeats=repeats)
+    return costs, decode_costs.predict(decoding[decoding["recipe"] == layerskip], costs, len(prompts))
 
 
 def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
@@ -166,16 +181,18 @@ def scratch_generations(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ..
 
 
 def adapt_decoding(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
-                   peers: bool = False, source: Decoder | None = None) -> pd.DataFrame:
+                   peers: bool = False, source: Decoder | None = None,
+                   timings: TimingLog | None = None) -> pd.DataFrame:
     """A study's models of `recipes` (SOURCE names the pretrained model: `source`, or loaded from the
     config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise;
-    greedy, or by coupled sampling for the config's `decode_sampled_studies`."""
+    greedy, or by coupled sampling for the config's `decode_sampled_studies`. timings: as in `scratch_decoding`."""
     prompts = _adapt_prompts(cfg, study)
     names = {recipe: recipe if recipe == SOURCE else AdaptRun(study, recipe).name for recipe in recipes}
     models = {recipe: source if recipe == SOURCE and source is not None else adapt.load_model(work, name, cfg)
               for recipe, name in names.items()}
     table = decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
-                          cfg.decode_new_tokens, cfg.decode_repeats, peers, sampling=cfg.decode_sampling(study))
+                          cfg.decode_new_tokens, cfg.decode_repeats, peers, sampling=cfg.decode_sampling(study),
+                          timings=timings)
     table.insert(0, "study", study)
     return table
 
@@ -198,16 +215,18 @@ def _parse_setup(cfg: ParseConfig):
     return prompts, tokenizer.eos_token_id, exact, vocab
 
 
-def parse_decoding(cfg: ParseConfig, work: Path, layerskip: str = "ld_ee") -> pd.DataFrame:
+def parse_decoding(cfg: ParseConfig, work: Path, layerskip: str = "ld_ee",
+                   timings: TimingLog | None = None) -> pd.DataFrame:
     """Every trained recipe of the parsing study on the first `decode_prompts` test utterances, greedy until EOS
     (at most `decode_new_tokens`); column `score` is the exact match of the generated parse. The `layerskip` model
     gets every reuse mode (and the peers when `decode_peers`; with `decode_draft_vocab`, also drafting over the task
-    vocabulary: the tokens of the training parses, EOS included, plus each prompt's), the others the "kvq" rows."""
+    vocabulary: the tokens of the training parses, EOS included, plus each prompt's), the others the "kvq" rows.
+    timings: as in `scratch_decoding`."""
     prompts, eos_id, exact, vocab = _parse_setup(cfg)
     models = {recipe: parse_study.load_model(work, recipe) for recipe in cfg.recipes}
     return decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                          cfg.decode_new_tokens, cfg.decode_repeats, cfg.decode_peers, full=(layerskip,),
-                         eos_ids=(eos_id,), score=exact, draft_vocab=vocab)
+                         eos_ids=(eos_id,), score=exact, draft_vocab=vocab, timings=timings)
 
 
 def parse_costs(cfg: ParseConfig, work: Path, decoding: pd.DataFrame, layerskip: str = "ld_ee",

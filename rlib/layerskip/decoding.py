@@ -6,7 +6,15 @@ self-speculation (`n_draft=0`), as the official code does for an apples-to-apple
 greedy and early-exit assisted generation run on the exported weights. Each method is warmed up once; then each
 prompt is decoded by every method in turn (round-robin, so a slow or fast spell of a shared machine falls on every
 method alike, not on whichever was being timed), `repeats` times over the prompts; the median per (method, prompt)
-counts, and ms/token = the sum of medians over the sum of new tokens.
+counts, and ms/token = the sum of medians over the sum of new tokens. Every other round runs the methods in reverse
+order (a round = one prompt decoded by every method; each prompt's rounds alternate too), so no method always runs
+right after a given other one.
+
+Paired rounds (`timings`, ours): every timed call can be logged (`TimingLog`), one row per (method, prompt, repeat).
+Two methods timed in the same round met the same machine, so the ratio of their times in that round is a paired
+measurement; `paired_ratios` gives one per round, and `rlib.rounds.median_interval` their median with a
+distribution-free interval. The cache-reuse claims (Table 6) are judged this way: kvq against kv and none differ by a
+few per cent, less than one timing's noise on a shared CPU.
 `distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
 loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
@@ -44,8 +53,8 @@ from rlib.model import Decoder
 from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
-__all__ = ["METHODS", "DecodeCase", "benchmark_decoding", "decode_cases", "distinct_2", "draft_vocabulary",
-           "predicted_speedup", "run_case", "vocab_rows"]
+__all__ = ["METHODS", "DecodeCase", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
+           "draft_vocabulary", "paired_ratios", "predicted_speedup", "run_case", "vocab_rows"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
 
@@ -72,6 +81,49 @@ class DecodeCase:
         parts = {"early_exit": f"E={self.exit_layer}", "self_speculative": f"E={self.exit_layer} d={self.n_draft} "
                  f"{self.reuse}{vocab}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}"}
         return f"{self.method} {parts[self.method]}" if self.method in parts else self.method
+
+
+class TimingLog:
+    """Every timed decode of one or more `benchmark_decoding` calls, one row each (module docstring: paired rounds).
+    Inside `with log.tagged(recipe=...)` the tags are added to each row logged; `frame()` is the table."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.tags: dict[str, object] = {}
+
+    @contextmanager
+    def tagged(self, **tags: object):
+        saved = self.tags
+        self.tags = {**saved, **tags}
+        try:
+            yield self
+        finally:
+            self.tags = saved
+
+    def add(self, **row: object) -> None:
+        self.rows.append({**self.tags, **row})
+
+    def frame(self) -> pd.DataFrame:
+        """Columns: the tags, `label` (the case's), `prompt`, `repeat`, `position` (its place in the round), `seconds`,
+        `new_tokens`."""
+        return pd.DataFrame(self.rows)
+
+
+def paired_ratios(timings: pd.DataFrame, label: str, baseline: str, **where: object) -> list[float]:
+    """The time of case `label` over the time of case `baseline` in each round both ran in (same prompt and repeat,
+    and the same values of the `where` columns, e.g. recipe="ld_ee"), in round order. Both ran the same prompt, so a
+    ratio of seconds is a ratio of ms per token whenever they made the same number of tokens (every exact method)."""
+    rows = timings
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    keys = ["prompt", "repeat"]
+    mine = rows[rows["label"] == label].set_index(keys)["seconds"]
+    theirs = rows[rows["label"] == baseline].set_index(keys)["seconds"]
+    both = mine.index.intersection(theirs.index).sort_values()
+    if len(both) == 0:
+        raise ConfigError(f"no round timed both {label!r} and {baseline!r} (where {where}); labels present: "
+                          f"{sorted(set(rows['label']))}")
+    return [float(mine[key] / theirs[key]) for key in both]
 
 
 def decode_cases(exits: tuple[int, ...], drafts: tuple[int, ...], reuses: tuple[str, ...] = ("kvq",),
@@ -150,14 +202,14 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
                        repeats: int = 3, hf_model=None, desc: str = "decoding",
                        eos_ids: tuple[int, ...] = (), score=None,
                        draft_vocab: torch.Tensor | None = None, fast_matmul: bool = True,
-                       sampling: Sampling | None = None) -> pd.DataFrame:
+                       sampling: Sampling | None = None, timings: TimingLog | None = None) -> pd.DataFrame:
     """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens and drafts per round,
     S_pred, and whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids:
     stop each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
     score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as column
     `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul:
     run our decoders inside `fast_decoding` (module docstring). sampling: temperature and base seed of coupled
-    sampling (module docstring; default greedy)."""
+    sampling (module docstring; default greedy). timings: log every timed call there (module docstring)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:
@@ -170,7 +222,7 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     model.eval()
     with fast_decoding(model, enabled=fast_matmul):
         table = _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score,
-                           draft_vocab, sampling)
+                           draft_vocab, sampling, timings)
     table.insert(table.columns.get_loc("new_tokens") + 1, "fast_matmul", fast_matmul)
     table.insert(table.columns.get_loc("fast_matmul") + 1, "temperature", 0.0 if sampling is None else
                  float(sampling.temperature))
@@ -178,7 +230,7 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
 
 
 def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score, draft_vocab,
-               sampling):
+               sampling, timings):
     n_layers = len(model.plan)
 
     def decode(case: DecodeCase, index: int, tokens: int = max_new_tokens):
@@ -190,11 +242,19 @@ def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, e
     times = [[[] for _ in prompts] for _ in cases]  # [case][prompt] -> seconds per repeat
     results: list[list] = [[None] * len(prompts) for _ in cases]  # [case][prompt] -> (ids, stats)
     for step in progress(range(repeats * len(prompts)), desc=desc, unit="prompt"):
-        index = step % len(prompts)
-        for number, case in enumerate(cases):  # round-robin: a slow spell of the machine hits every case alike
+        repeat, index = divmod(step, len(prompts))
+        order = list(enumerate(cases))  # round-robin: a slow spell of the machine hits every case alike
+        if (repeat + index) % 2:
+            order.reverse()  # and no case always follows the same other one
+        for position, (number, case) in enumerate(order):
             started = time.perf_counter()
             results[number][index] = decode(case, index)
-            times[number][index].append(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            times[number][index].append(seconds)
+            if timings is not None:
+                out = results[number][index][0]
+                timings.add(label=case.label, prompt=index, repeat=repeat, position=position, seconds=seconds,
+                            new_tokens=out.shape[1] - prompts[index].shape[1])
     reference = [out for out, _ in results[0]]
     rows = []
     for number, case in enumerate(cases):

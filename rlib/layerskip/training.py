@@ -7,8 +7,9 @@ masks come from a generator seeded by (seed, forward call), so every data-parall
 drops the same number of samples per layer. Evaluation runs every layer. Each forward keeps every layer's output
 for the loss hook; the logits it returns are the last layer's, which is what `rlib.train` sees.
 
-`LayerSkipLoss` is an `rlib.train.LossHook`. The trainer always adds the last layer's cross-entropy ("ce"), so the
-hook returns "exit" = J - ce, and the optimized loss is exactly Eq. 5:
+`LayerSkipLoss` is an `rlib.train.LossHook`. The trainer computes the last layer's cross-entropy ("ce") and weighs
+it by the hook's `ce_weight` = e~(t, L-1); the hook returns "exit" = the earlier layers' terms, so the optimized loss
+is exactly Eq. 5, with one cross-entropy per layer:
 
     J = sum_l e~(t, l) CE(head(x_{l+1}), Y)        e~ from the curriculum at step t (Eq. 6)
 
@@ -132,17 +133,19 @@ class LayerSkipLoss:
         step = min(step, self.total_steps - 1)
         return curriculum_mask(self.model.n_layers, self.curriculum, step, self.total_steps, self.rotation)
 
+    def ce_weight(self, step: int) -> float:
+        """e~(t, L-1): the weight of the trainer's last-layer cross-entropy in Eq. 5 (1 for plain training)."""
+        return self.weights(step)[-1]
+
     def loss(self, step: int, batch: torch.Tensor, logits: torch.Tensor, model: nn.Module) -> dict[str, torch.Tensor]:
+        """"exit": Eq. 5's terms of the layers before the last (the trainer adds ce_weight x its own CE)."""
         wrapped = self.model
         if wrapped.training and wrapped.last_step != min(step, wrapped.total_steps - 1):
             raise ConfigError(f"LayerSkipDecoder ran step {wrapped.last_step} but the trainer is at step {step}: "
                               f"pass accumulation_steps = the trainer's ({wrapped.accumulation_steps} given) and do "
                               "not call the model in training mode outside the trainer")
         weights = self.weights(step)
-        if weights[-1] == 1.0:  # plain training's last layer (e_scale 0): the trainer's CE is the whole last term
-            exit_term = torch.zeros((), device=logits.device)  # not 0 x a full-vocabulary CE: the same values, cheaper
-        else:
-            exit_term = (weights[-1] - 1.0) * next_token_loss(logits, batch)
+        exit_term = torch.zeros((), device=logits.device)  # the last layer's term is the trainer's (ce_weight)
         for layer, weight in enumerate(weights[:-1]):
             if weight > 0:
                 exit_term = exit_term + weight * next_token_loss(wrapped.head(wrapped.hidden_states[layer]), batch)

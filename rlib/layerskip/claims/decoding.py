@@ -35,7 +35,9 @@ from rlib.layerskip.claims.base import (
     spec_rows,
 )
 from rlib.layerskip.decode_costs import speedup_at
+from rlib.layerskip.decoding import paired_ratios
 from rlib.layerskip.tables import best_whole_head
+from rlib.rounds import coverage, median_interval
 
 __all__ = ["CHECKS", "STUDIES", "DecodingStudy"]
 
@@ -237,41 +239,135 @@ def _timing_noise(ctx: Context) -> tuple[float, float, str] | None:
     return min(p[0] for p in pairs), max(p[0] for p in pairs), "; ".join(p[1] for p in pairs)
 
 
+def rounds_table(study: DecodingStudy) -> str:
+    """The per-call timings of a study's decoding table (`decoding.TimingLog`, written beside it)."""
+    return f"{study.table}_rounds"
+
+
+def _paired_savings(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> pd.DataFrame | None:
+    """kvq's saving over each other cache mode of the LayerSkip model, per (E, d), from paired rounds: one row per
+    (E, d, mode) with the median over rounds of 1 - t_kvq / t_mode, its 95 % interval (`rlib.rounds`), the rounds and
+    the interval's coverage; None for a run whose table has no rounds beside it (written before they were logged)."""
+    if not ctx.has(rounds_table(study)):
+        return None
+    rounds = ctx.table(rounds_table(study))
+    rows = spec_rows(table, LS, reuse=None)
+    out = []
+    for (exit_layer, n_draft), group in rows.groupby(["exit_layer", "n_draft"]):
+        labels = dict(zip(group["reuse"], group["label"]))
+        for mode in [m for m in labels if m != "kvq"]:
+            savings = [1 - r for r in paired_ratios(rounds, labels["kvq"], labels[mode], recipe=LS)]
+            median, lo, hi = median_interval(savings)
+            out.append({"exit_layer": int(exit_layer), "n_draft": int(n_draft), "mode": mode, "saving": median,
+                        "lo": lo, "hi": hi, "rounds": len(savings), "coverage": coverage(len(savings))})
+    if not out:
+        raise Unmeasured("needs kvq and another cache mode (kv or none) on the LayerSkip model")
+    return pd.DataFrame(out)
+
+
+def _paired_text(paired: pd.DataFrame) -> str:
+    """Per other mode: each (E, d)'s median saving with its interval, and how many reach Table 6's 5.5 %."""
+    parts = []
+    for mode, rows in paired.groupby("mode", sort=False):
+        each = ", ".join(f"E={r.exit_layer} d={r.n_draft} {100 * r.saving:.1f} [{100 * r.lo:.1f}, {100 * r.hi:.1f}]"
+                         for r in rows.itertuples())
+        parts.append(f"paired saving vs {mode} per (E, d), median % [95 % interval] over "
+                     f"{int(rows['rounds'].min())} rounds: {each} ({int((rows['saving'] >= TABLE6_SAVING).sum())} of "
+                     f"{len(rows)} >= 5.5 %)")
+    return "; ".join(parts)
+
+
+def cost_table_name(study: DecodingStudy) -> str:
+    """The table of a study's LayerSkip rows as the cost model predicts them (`decode_costs.predict`)."""
+    return "cost_model" if study.key == "parse" else f"cost_model_{study.key}"
+
+
+def _predicted_savings(ctx: Context, study: DecodingStudy, paired: pd.DataFrame) -> str:
+    """The cost model's kvq saving over each other mode at the paired (E, d) settings, where this run has it: what
+    the components timed one by one on this machine say reuse can save here."""
+    if not ctx.has(cost_table_name(study)):
+        return ""
+    predicted = ctx.table(cost_table_name(study)).set_index("label")["predicted_ms"]
+    spans = []
+    for mode, rows in paired.groupby("mode", sort=False):
+        labels = [(f"self_speculative E={r.exit_layer} d={r.n_draft} kvq", f"self_speculative E={r.exit_layer} "
+                   f"d={r.n_draft} {mode}") for r in rows.itertuples()]
+        values = pd.Series([1 - predicted[a] / predicted[b] for a, b in labels if a in predicted and b in predicted])
+        if len(values):
+            spans.append(f"{_span(100 * values, 1)} % over {mode}")
+    if not spans:
+        return ""
+    return (f"the cost model ({cost_table_name(study)}: this machine's component times) predicts kvq saves "
+            f"{', '.join(spans)}: kvq and kv run the same layer calls a round, and kvq saves only the rerun of "
+            "layers < E over the d drafts (its verifier runs them over the last draft alone), so the saving grows "
+            "with E")
+
+
 def _reuse_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> tuple[str, str]:
-    wide, savings = _savings(table)
-    below = sum(int((s < TABLE6_SAVING).sum()) for s in savings.values())
-    total = sum(len(s) for s in savings.values())
     loop = gate_fails(table, LS)
+    paired = _paired_savings(ctx, study, table)
+    if paired is None:
+        wide, savings = _savings(table)
+        below = sum(int((s < TABLE6_SAVING).sum()) for s in savings.values())
+        total = sum(len(s) for s in savings.values())
+        if loop is not None:
+            return "budget", (f"measured on looping output (distinct-2 {loop:.2f}) at {_span(wide['kvq'])} ms/token; "
+                              f"{below} of {total} savings are below Table 6's smallest 5.5 %; needs: gate-passing "
+                              "output and paired timing rounds with intervals")
+        noise = _timing_noise(ctx)
+        if noise is None:
+            return "setup", (f"{below} of {total} savings are below 5.5 % from medians of unpaired timings (this run "
+                             "predates paired rounds); needs: a rerun, which logs paired rounds with intervals")
+        small = sum(int((s < noise[1]).sum()) for s in savings.values())
+        return "setup", (f"unpaired timings (this run predates paired rounds): the same setting timed twice in this "
+                         f"run's tables differs by {noise[0]:.1%}-{noise[1]:.1%} ({noise[2]}), more than {small} of "
+                         f"{total} savings measured here; needs: a rerun, which logs paired rounds with intervals")
+    short = paired[paired["saving"] < TABLE6_SAVING]
+    below = short[short["hi"] < TABLE6_SAVING]
+    open_ = len(short) - len(below)
+    model = _predicted_savings(ctx, study, paired)
     if loop is not None:
-        return "budget", (f"measured on looping output (distinct-2 {loop:.2f}) at {_span(wide['kvq'])} ms/token; "
-                          f"{below} of {total} savings are below Table 6's smallest 5.5 %; needs: gate-passing output "
-                          "and >= 3 timing repeats with intervals")
-    noise = _timing_noise(ctx)
-    if noise is None:
-        return "setup", (f"{below} of {total} savings are below 5.5 % from one timing repeat; needs: >= 3 repeats "
-                         "with intervals")
-    small = sum(int((s < noise[1]).sum()) for s in savings.values())
-    return "setup", (f"one timing repeat: the same setting timed twice in this run's tables differs by {noise[0]:.1%}-"
-                     f"{noise[1]:.1%} ({noise[2]}), more than {small} of {total} savings measured here; needs: >= 3 "
-                     "repeats over more prompts with intervals")
+        return "budget", _join(f"measured on looping output (distinct-2 {loop:.2f}); needs gate-passing output",
+                               f"{len(short)} of {len(paired)} paired savings below 5.5 %", model)
+    if open_ == 0:
+        return "scale", _join(f"at {len(below)} of {len(paired)} (E, d, mode) the whole 95 % interval of the paired "
+                              f"saving lies below Table 6's 5.5 % (highest upper bound {100 * below['hi'].max():.1f} "
+                              f"%): reuse saves less on this {ctx.cfg.n_layers if study.key == 'scratch' else 30}-"
+                              "layer model than on the paper's 24-32 layers", model)
+    return "budget", _join(f"{open_} of {len(short)} short (E, d, mode) have intervals that reach 5.5 % "
+                           f"({len(below)} lie wholly below); needs more rounds ({int(paired['rounds'].min())} here)",
+                           model)
 
 
 def kvq_reuse(ctx: Context, study: DecodingStudy) -> Verdict:
-    """Table 6: kvq faster than every other cache mode at every (E, d) by at least 5.5 %, on gate-passing output."""
+    """Table 6: kvq faster than every other cache mode at every (E, d) by at least 5.5 %, on gate-passing output;
+    the saving is the median of paired rounds where the run logged them (else the ratio of the rows' ms/token)."""
     table = ctx.table(study.table)
+    paired = _paired_savings(ctx, study, table)
+    gate = f"{decoded(table)} distinct-2 {ar_row(table, LS)['distinct_2']:.2f}"
+    if paired is not None:
+        held = gate_fails(table, LS) is None and bool((paired["saving"] >= TABLE6_SAVING).all())
+        return Verdict(held, f"{_paired_text(paired)}; {gate}", lambda: _reuse_diagnosis(ctx, study, table))
     wide, savings = _savings(table)
     measured = "; ".join(f"saving vs {c} per (E, d) {', '.join(f'{100 * v:.1f}' for v in s)} % "
                          f"({int((s >= TABLE6_SAVING).sum())} of {len(s)} >= 5.5 %), mean {wide['kvq'].mean():.2f} "
                          f"vs {wide[c].mean():.2f} ms"
                          for c, s in savings.items())
     held = gate_fails(table, LS) is None and all((s >= TABLE6_SAVING).all() for s in savings.values())
-    return Verdict(held, f"{measured}; {decoded(table)} distinct-2 {ar_row(table, LS)['distinct_2']:.2f}",
+    return Verdict(held, f"{measured} (unpaired: no rounds table); {gate}",
                    lambda: _reuse_diagnosis(ctx, study, table))
 
 
 def kvq_reuse_most(ctx: Context, study: DecodingStudy) -> Verdict:
-    """The book's old claim: kvq faster than each other mode at most (more than half of the) settings."""
+    """The book's old claim: kvq faster than each other mode at most (more than half of the) settings; by the median
+    of paired rounds where the run logged them."""
     table = ctx.table(study.table)
+    paired = _paired_savings(ctx, study, table)
+    if paired is not None:
+        wins = paired.groupby("mode", sort=False)["saving"].agg(lambda s: (int((s > 0).sum()), len(s)))
+        measured = "; ".join(f"kvq faster than {mode} at {w} of {n} settings (median paired saving > 0)"
+                             for mode, (w, n) in wins.items())
+        return Verdict(all(w > n / 2 for w, n in wins), measured, lambda: _reuse_diagnosis(ctx, study, table))
     wide, _ = _savings(table)
     wins = {c: int((wide["kvq"] < wide[c]).sum()) for c in wide.columns if c != "kvq"}
     measured = "; ".join(f"kvq faster than {c} at {w} of {len(wide)} settings, mean ms/token "
