@@ -299,6 +299,13 @@ def test_recipe_claim_failing_on_the_order_of_two_timings_says_what_orders_them_
     assert "the order rests on two timings 1.5% apart" in row["evidence"]
     assert "acceptance LayerSkip 0.70-0.90 vs baseline 0.05-0.05" in row["evidence"]
     assert "predicted speed-up LayerSkip 1.50x vs baseline 1.50x" in row["evidence"]
+    assert "paired per-round" not in row["measured"]  # no rounds table: nothing paired to report
+
+    rounds = decode_rounds(scratch_decoding(), [0.1])  # each round's times as the rows' ms/token, drifting together
+    paired = judged({"decoding": table, "decoding_rounds": rounds}).loc["ls.s8.recipe_required.scratch"]
+    text = ("paired per-round speedup at each model's best (E, d), median [95 % interval, coverage 98% at 16 rounds]: "
+            "baseline 0.88x [0.88, 0.88], LayerSkip 1.92x [1.92, 1.92]")  # E=1 d=2: the first best of each
+    assert text in paired["measured"] and text in paired["evidence"]
 
 
 def test_decoding_gate_and_intervals_decide_the_paper_claims():

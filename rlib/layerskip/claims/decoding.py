@@ -173,7 +173,39 @@ def acceptance_rises_mean(ctx: Context, study: DecodingStudy) -> Verdict:
 
 
 # ------------------------------------------------------------------------------------------------------- Sec. 8
-def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float]) -> tuple[str, str]:
+def _paired_speedup(ctx: Context, study: DecodingStudy, recipe: str,
+                    label: str) -> tuple[float, float, float, int] | None:
+    """(median, lo, hi, rounds) of the recipe's autoregressive time over the `label` case's in each round (both
+    decode the same prompt back to back), with `rlib.rounds`' interval; None for a run without the rounds table."""
+    if not ctx.has(rounds_table(study)):
+        return None
+    ratios = paired_ratios(ctx.table(rounds_table(study)), "autoregressive", label, recipe=recipe)
+    median, lo, hi = median_interval(ratios)
+    return median, lo, hi, len(ratios)
+
+
+def _best_paired(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> dict[str, tuple[str, tuple] | None]:
+    """Per model: (label, `_paired_speedup`) of its fastest whole-head kvq setting, or None without rounds."""
+    out = {}
+    for recipe in (PLAIN, LS):
+        rows = spec_rows(table, recipe)
+        label = str(rows.loc[rows["speedup"].idxmax(), "label"])
+        paired = _paired_speedup(ctx, study, recipe, label)
+        out[recipe] = None if paired is None else (label, paired)
+    return out
+
+
+def _paired_best_text(paired: dict[str, tuple[str, tuple] | None]) -> str:
+    if any(v is None for v in paired.values()):
+        return ""
+    parts = [f"{name} {p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]" for name, (_, p) in
+             (("baseline", paired[PLAIN]), ("LayerSkip", paired[LS]))]
+    rounds = min(p[3] for _, p in paired.values())
+    return (f"paired per-round speedup at each model's best (E, d), median [95 % interval, coverage "
+            f"{coverage(rounds):.0%} at {rounds} rounds]: {', '.join(parts)}")
+
+
+def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float], paired: str = "") -> tuple[str, str]:
     plain = spec_rows(table, PLAIN)["acceptance"]
     loop = gate_fails(table, PLAIN)
     if loop is not None:
@@ -192,7 +224,10 @@ def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float]) -> tuple[str,
             predicted = {r: float(spec_rows(table, r)["predicted_speedup"].max()) for r in (PLAIN, LS)}
             text += (f", the cost model's best predicted speed-up LayerSkip {predicted[LS]:.2f}x vs baseline "
                      f"{predicted[PLAIN]:.2f}x")
-        text += "; needs: repeated timings of both models (decode_repeats > 1), or a setting where LayerSkip gains"
+        if paired:
+            text += f"; {paired}"
+        text += "; needs: more timing rounds of both models (decode_prompts x decode_repeats), or a setting where " \
+                "LayerSkip gains"
     return "budget", text
 
 
@@ -207,7 +242,8 @@ def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Ve
                 f"{_span(spec_rows(table, PLAIN)['acceptance'], 3)}), LayerSkip {best[LS]:.2f}x; {decoded(table)} "
                 f"distinct-2 "
                 f"baseline {loops[PLAIN]:.2f}, LayerSkip {loops[LS]:.2f}")
-    return Verdict(held, measured, lambda: _recipe_diagnosis(table, best))
+    paired = _paired_best_text(_best_paired(ctx, study, table))
+    return Verdict(held, _join(measured, paired), lambda: _recipe_diagnosis(table, best, paired))
 
 
 # ----------------------------------------------------------------------------------------------------- Table 6
@@ -332,8 +368,8 @@ def _reuse_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame) ->
     if open_ == 0:
         return "scale", _join(f"at {len(below)} of {len(paired)} (E, d, mode) the whole 95 % interval of the paired "
                               f"saving lies below Table 6's 5.5 % (highest upper bound {100 * below['hi'].max():.1f} "
-                              f"%): reuse saves less on this {ctx.cfg.n_layers if study.key == 'scratch' else 30}-"
-                              "layer model than on the paper's 24-32 layers", model)
+                              f"%): reuse saves less on this {int(ar_row(table, LS)['exit_layer'])}-layer model "
+                              "than on the paper's 24-32 layers", model)
     return "budget", _join(f"{open_} of {len(short)} short (E, d, mode) have intervals that reach 5.5 % "
                            f"({len(below)} lie wholly below); needs more rounds ({int(paired['rounds'].min())} here)",
                            model)
