@@ -73,6 +73,9 @@ def _last_gap(ctx: Context) -> str:
     last = ctx.cfg.n_layers
     ls, base = _exit(ctx, LS, last), _exit(ctx, BASE, last)
     gap = ls["nll"] - base["nll"]
+    if int(ls["seeds"]) < 2 or int(base["seeds"]) < 2:  # no seed-to-seed spread to set the gap against
+        return (f"the {gap:+.3f}-nat LD+EE last-exit gap comes from one seed per model, so no seed s.d. says whether "
+                f"it is a recipe's cost or a seed's, after {ctx.scratch_tokens():,} tokens")
     spread = _sd(ls["nll_sd"])
     relation = "below" if abs(gap) < spread else "above"
     return (f"the {gap:+.3f}-nat LD+EE last-exit gap is {relation} its own {int(ls['seeds'])}-seed s.d. "
