@@ -306,6 +306,8 @@ def test_recipe_claim_failing_on_the_order_of_two_timings_says_what_orders_them_
     text = ("paired per-round speedup at each model's best (E, d), median [95 % interval, coverage 98% at 16 rounds]: "
             "baseline 0.88x [0.88, 0.88], LayerSkip 1.92x [1.92, 1.92]")  # E=1 d=2: the first best of each
     assert text in paired["measured"] and text in paired["evidence"]
+    same = judged({"decoding": scratch_decoding(), "decoding_rounds": rounds}).loc["ls.tab3.scratch_speedup.ours"]
+    assert "there, the paired per-round speedup 2.53x [2.53, 2.53] (median, 95 % interval" in same["measured"]
 
 
 def test_decoding_gate_and_intervals_decide_the_paper_claims():

@@ -468,6 +468,10 @@ def speedup_same_model(ctx: Context, study: DecodingStudy) -> Verdict:
     measured = (f"best {top['speedup']:.2f}x at E={int(top['exit_layer'])}, d={int(top['n_draft'])} (acceptance "
                 f"{top['acceptance']:.2f}, layer-count model {top['predicted_speedup']:.2f}x); {decoded(table)} "
                 f"distinct-2 {fluent:.2f}")
+    paired = _paired_speedup(ctx, study, LS, str(top["label"]))
+    if paired is not None:
+        measured += (f"; there, the paired per-round speedup {paired[0]:.2f}x [{paired[1]:.2f}, {paired[2]:.2f}] "
+                     f"(median, 95 % interval, coverage {coverage(paired[3]):.0%} at {paired[3]} rounds)")
     return Verdict(bool(top["speedup"] >= BOOK_GOAL and fluent >= GATE), measured,
                    lambda: _speedup_diagnosis(ctx, study, table))
 
