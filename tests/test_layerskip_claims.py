@@ -354,8 +354,14 @@ def test_cache_reuse_is_judged_on_paired_rounds_with_intervals():
 
     below = judged({"decoding": table, "decoding_rounds": decode_rounds(table, [0.01, 0.02, 0.03])})
     assert below.loc["ls.tab6.kvq_reuse.scratch", "verdict"] == N
-    assert below.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "scale"  # every interval lies below 5.5 %
-    assert "whole 95 % interval of the paired saving lies below" in below.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
+    # every interval lies below 5.5 %, at E = 1 and 2 of 8 layers: shallower than Table 6's E = 12 of 24
+    assert below.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "setup"
+    assert ("8 of 8 (E, d, mode) have their whole 95 % interval below 5.5 % (E = 1, 2 of 8), all shallower than "
+            "Table 6's exits") in below.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
+    deep_table = scratch_decoding(saving=0.0, ls_acceptance={2: 0.7, 4: 0.9}, plain_acceptance={2: 0.05, 4: 0.05})
+    deep = judged({"decoding": deep_table, "decoding_rounds": decode_rounds(deep_table, [0.01, 0.02, 0.03])})
+    assert deep.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "scale"  # E = 4 of 8 is Table 6's depth share
+    assert "at Table 6's depth (E >= L/2: E=4 d=2 vs kv 2.0 %" in deep.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
     assert below.loc["ls.tab6.kvq_reuse.scratch.ours", "verdict"] == H  # faster, by less
     spec = table[(table["recipe"] == "ld_ee") & (table["method"] == "self_speculative")]
     model = spec[["label"]].assign(predicted_ms=[9.9 if "kvq" in label else 10.0 for label in spec["label"]])
@@ -368,7 +374,8 @@ def test_cache_reuse_is_judged_on_paired_rounds_with_intervals():
     spread = judged({"decoding": table, "decoding_rounds": decode_rounds(table, [-0.02, 0.0, 0.04, 0.09, 0.12])})
     assert spread.loc["ls.tab6.kvq_reuse.scratch", "verdict"] == N  # median 4 %, its interval reaches 5.5 %
     assert spread.loc["ls.tab6.kvq_reuse.scratch", "diagnosis"] == "budget"
-    assert "needs more rounds (16 here)" in spread.loc["ls.tab6.kvq_reuse.scratch", "evidence"]
+    assert "has an interval that reaches 5.5 %; needs more rounds (16 here)" in spread.loc["ls.tab6.kvq_reuse.scratch",
+                                                                                         "evidence"]
 
     unpaired = judged({"decoding": table})  # a run that predates the rounds: the rows' ratio, said so
     assert unpaired.loc["ls.tab6.kvq_reuse.scratch", "verdict"] == N
