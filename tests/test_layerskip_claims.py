@@ -305,7 +305,15 @@ def test_recipe_claim_failing_on_the_order_of_two_timings_says_what_orders_them_
     paired = judged({"decoding": table, "decoding_rounds": rounds}).loc["ls.s8.recipe_required.scratch"]
     text = ("paired per-round speedup at each model's best (E, d), median [95 % interval, coverage 98% at 16 rounds]: "
             "baseline 0.88x [0.88, 0.88], LayerSkip 1.92x [1.92, 1.92]")  # E=1 d=2: the first best of each
-    assert text in paired["measured"] and text in paired["evidence"]
+    assert text in paired["measured"] and paired["verdict"] == H  # the rounds order what one timing each did not
+
+    close = rounds.copy()  # LayerSkip's best setting (E=1 d=4, 2.53x) at 0.79x in half the rounds: intervals overlap
+    best = close["label"] == "self_speculative E=1 d=4 kvq"
+    close.loc[(close["recipe"] == "ld_ee") & best & (close["prompt"] % 2 == 0), "seconds"] *= 3.2
+    overlap = judged({"decoding": scratch_decoding(), "decoding_rounds": close}).loc["ls.s8.recipe_required.scratch"]
+    assert overlap["verdict"] == N and overlap["diagnosis"] == "budget"
+    assert "but the rounds do not order it below LayerSkip" in overlap["evidence"]
+    assert "and the intervals overlap" in overlap["evidence"]
     same = judged({"decoding": scratch_decoding(), "decoding_rounds": rounds}).loc["ls.tab3.scratch_speedup.ours"]
     assert "there, the paired per-round speedup 2.53x [2.53, 2.53] (median, 95 % interval" in same["measured"]
 

@@ -207,7 +207,16 @@ def _paired_best_text(paired: dict[str, tuple[str, tuple] | None]) -> str:
             f"{coverage(rounds):.0%} at {rounds} rounds]: {', '.join(parts)}")
 
 
-def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float], paired: str = "") -> tuple[str, str]:
+def _order_decided(paired: dict[str, tuple[str, tuple] | None]) -> bool | None:
+    """Whether the paired intervals put the baseline's best speedup below LayerSkip's (the baseline's upper bound
+    under LayerSkip's lower bound); None without rounds (the order then rests on the rows' one timing each)."""
+    if any(v is None for v in paired.values()):
+        return None
+    return paired[PLAIN][1][2] < paired[LS][1][1]
+
+
+def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float], paired: str = "",
+                      decided: bool | None = None) -> tuple[str, str]:
     plain = spec_rows(table, PLAIN)["acceptance"]
     loop = gate_fails(table, PLAIN)
     if loop is not None:
@@ -217,6 +226,16 @@ def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float], paired: str =
         return "disagrees with the paper", (f"the baseline model reaches {best[PLAIN]:.2f}x on gate-passing output "
                                             f"(acceptance {_span(plain)})")
     text = f"neither model gains: baseline {best[PLAIN]:.2f}x, LayerSkip {best[LS]:.2f}x"
+    if decided is False:  # the paired intervals overlap: the rounds do not order the two models
+        text = (f"the baseline gains nothing (best {best[PLAIN]:.2f}x), but the rounds do not order it below "
+                f"LayerSkip ({best[LS]:.2f}x): {paired}, and the intervals overlap; without a clock they read: "
+                f"acceptance LayerSkip {_span(spec_rows(table, LS)['acceptance'])} vs baseline {_span(plain)}")
+        if "predicted_speedup" in table.columns:
+            predicted = {r: float(spec_rows(table, r)["predicted_speedup"].max()) for r in (PLAIN, LS)}
+            text += (f", the layer-count model's best speed-up LayerSkip {predicted[LS]:.2f}x vs baseline "
+                     f"{predicted[PLAIN]:.2f}x")
+        return "budget", text + ("; needs: more timing rounds of both models (decode_prompts x decode_repeats), or "
+                                 "a setting where LayerSkip gains")
     if best[PLAIN] >= best[LS]:  # failed on the order alone: set it beside what orders them without a clock
         gap = (best[PLAIN] - best[LS]) / best[LS]
         text += (f"; the order rests on two timings {gap:.1%} apart, one each; without a clock they read: "
@@ -239,13 +258,16 @@ def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Ve
     table = ctx.table(study.table)
     best = {r: float(spec_rows(table, r)["speedup"].max()) for r in (PLAIN, LS)}
     loops = {r: float(ar_row(table, r)["distinct_2"]) for r in (PLAIN, LS)}
-    held = best[PLAIN] <= RECIPE_BOUND and best[PLAIN] < best[LS] and (not gate or loops[PLAIN] >= GATE)
+    rounds = _best_paired(ctx, study, table)
+    decided = _order_decided(rounds)  # the order by paired intervals where the run logged rounds, else by the rows
+    below = best[PLAIN] < best[LS] if decided is None else decided
+    held = best[PLAIN] <= RECIPE_BOUND and below and (not gate or loops[PLAIN] >= GATE)
     measured = (f"best speedup over (E, d): baseline {best[PLAIN]:.2f}x (acceptance "
                 f"{_span(spec_rows(table, PLAIN)['acceptance'], 3)}), LayerSkip {best[LS]:.2f}x; {decoded(table)} "
                 f"distinct-2 "
                 f"baseline {loops[PLAIN]:.2f}, LayerSkip {loops[LS]:.2f}")
-    paired = _paired_best_text(_best_paired(ctx, study, table))
-    return Verdict(held, _join(measured, paired), lambda: _recipe_diagnosis(table, best, paired))
+    paired = _paired_best_text(rounds)
+    return Verdict(held, _join(measured, paired), lambda: _recipe_diagnosis(table, best, paired, decided))
 
 
 # ----------------------------------------------------------------------------------------------------- Table 6
