@@ -314,6 +314,13 @@ def test_recipe_claim_failing_on_the_order_of_two_timings_says_what_orders_them_
     assert overlap["verdict"] == N and overlap["diagnosis"] == "budget"
     assert "but the rounds do not order it below LayerSkip" in overlap["evidence"]
     assert "and the intervals overlap" in overlap["evidence"]
+
+    noisy = rounds.copy()  # the baseline's best setting (E=1 d=2, 0.88x) at 1.2x in half the rounds: straddles 1.1x
+    fast = (noisy["recipe"] == "baseline") & (noisy["label"] == "self_speculative E=1 d=2 kvq")
+    noisy.loc[fast & (noisy["prompt"] % 2 == 0), "seconds"] *= 0.88 / 1.2
+    straddle = judged({"decoding": scratch_decoding(), "decoding_rounds": noisy}).loc["ls.s8.recipe_required.scratch"]
+    assert straddle["verdict"] == N and straddle["diagnosis"] == "budget"
+    assert "the baseline's best 0.88x is undecided against 1.1x" in straddle["evidence"]
     same = judged({"decoding": scratch_decoding(), "decoding_rounds": rounds}).loc["ls.tab3.scratch_speedup.ours"]
     assert "there, the paired per-round speedup 2.53x [2.53, 2.53] (median, 95 % interval" in same["measured"]
 

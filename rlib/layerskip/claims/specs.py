@@ -71,9 +71,9 @@ def _decoding_specs(study: str) -> tuple[ClaimSpec, ...]:
         *_pair(_ls(f"ls.s8.recipe_required.{study}", "Sec. 8 (Limitations); Sec. 6.2", _RECIPE,
                    f"{table}: the baseline model's best self-speculative speedup over (E, d) <= 1.1x (threshold ours) "
                    f"and below the LD+EE model's best, on the baseline's output (greedy, or sampled where the study "
-                   "samples) passing the gate (distinct-2 >= 0.5, threshold ours, issue 25); 'below' decided by "
-                   f"paired rounds ({table}_rounds): the baseline's interval of its best setting's per-round speedup "
-                   "lies under LayerSkip's.", table),
+                   "samples) passing the gate (distinct-2 >= 0.5, threshold ours, issue 25); where the run logged "
+                   f"paired rounds ({table}_rounds), both decided by the 95 % interval of each model's per-round "
+                   "speedup at its best setting: the baseline's at most 1.1x and under LayerSkip's.", table),
                f"{scope}: the baseline model gets little or no speedup from self-speculation (best <= 1.1x, and below "
                "LayerSkip's best, by paired rounds' intervals as the paper's row); no gate."),
     )
