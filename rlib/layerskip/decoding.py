@@ -119,11 +119,11 @@ def paired_ratios(timings: pd.DataFrame, label: str, baseline: str, **where: obj
     keys = ["prompt", "repeat"]
     mine = rows[rows["label"] == label].set_index(keys)["seconds"]
     theirs = rows[rows["label"] == baseline].set_index(keys)["seconds"]
-    both = mine.index.intersection(theirs.index).sort_values()
-    if len(both) == 0:
+    ratios = (mine / theirs).dropna().sort_index()  # aligned on (prompt, repeat): only the rounds both ran in
+    if ratios.empty:
         raise ConfigError(f"no round timed both {label!r} and {baseline!r} (where {where}); labels present: "
                           f"{sorted(set(rows['label']))}")
-    return [float(mine[key] / theirs[key]) for key in both]
+    return ratios.tolist()
 
 
 def decode_cases(exits: tuple[int, ...], drafts: tuple[int, ...], reuses: tuple[str, ...] = ("kvq",),

@@ -224,6 +224,21 @@ def _bound_decided(paired: dict[str, tuple[str, tuple] | None]) -> str | None:
     return "under" if hi <= RECIPE_BOUND else "over" if lo > RECIPE_BOUND else "straddles"
 
 
+_MORE_ROUNDS = "needs: more timing rounds of both models (decode_prompts x decode_repeats), or a setting where " \
+               "LayerSkip gains"
+
+
+def _without_a_clock(table: pd.DataFrame) -> str:
+    """What orders the two models without timing them: acceptance and the layer-count model's best speed-up."""
+    text = (f"without a clock they read: acceptance LayerSkip {_span(spec_rows(table, LS)['acceptance'])} vs "
+            f"baseline {_span(spec_rows(table, PLAIN)['acceptance'])}")
+    if "predicted_speedup" in table.columns:
+        predicted = {r: float(spec_rows(table, r)["predicted_speedup"].max()) for r in (PLAIN, LS)}
+        text += (f", the layer-count model's best predicted speed-up LayerSkip {predicted[LS]:.2f}x vs baseline "
+                 f"{predicted[PLAIN]:.2f}x")
+    return text
+
+
 def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float], paired: str = "",
                       decided: bool | None = None, bound: str | None = None) -> tuple[str, str]:
     plain = spec_rows(table, PLAIN)["acceptance"]
@@ -240,28 +255,13 @@ def _recipe_diagnosis(table: pd.DataFrame, best: dict[str, float], paired: str =
                                             f"(acceptance {_span(plain)})")
     text = f"neither model gains: baseline {best[PLAIN]:.2f}x, LayerSkip {best[LS]:.2f}x"
     if decided is False:  # the paired intervals overlap: the rounds do not order the two models
-        text = (f"the baseline gains nothing (best {best[PLAIN]:.2f}x), but the rounds do not order it below "
-                f"LayerSkip ({best[LS]:.2f}x): {paired}, and the intervals overlap; without a clock they read: "
-                f"acceptance LayerSkip {_span(spec_rows(table, LS)['acceptance'])} vs baseline {_span(plain)}")
-        if "predicted_speedup" in table.columns:
-            predicted = {r: float(spec_rows(table, r)["predicted_speedup"].max()) for r in (PLAIN, LS)}
-            text += (f", the layer-count model's best speed-up LayerSkip {predicted[LS]:.2f}x vs baseline "
-                     f"{predicted[PLAIN]:.2f}x")
-        return "budget", text + ("; needs: more timing rounds of both models (decode_prompts x decode_repeats), or "
-                                 "a setting where LayerSkip gains")
+        return "budget", (f"the baseline gains nothing (best {best[PLAIN]:.2f}x), but the rounds do not order it "
+                          f"below LayerSkip ({best[LS]:.2f}x): {paired}, and the intervals overlap; "
+                          f"{_without_a_clock(table)}; {_MORE_ROUNDS}")
     if best[PLAIN] >= best[LS]:  # failed on the order alone: set it beside what orders them without a clock
         gap = (best[PLAIN] - best[LS]) / best[LS]
-        text += (f"; the order rests on two timings {gap:.1%} apart, one each; without a clock they read: "
-                 f"acceptance LayerSkip {_span(spec_rows(table, LS)['acceptance'])} vs "
-                 f"baseline {_span(plain)}")
-        if "predicted_speedup" in table.columns:
-            predicted = {r: float(spec_rows(table, r)["predicted_speedup"].max()) for r in (PLAIN, LS)}
-            text += (f", the cost model's best predicted speed-up LayerSkip {predicted[LS]:.2f}x vs baseline "
-                     f"{predicted[PLAIN]:.2f}x")
-        if paired:
-            text += f"; {paired}"
-        text += "; needs: more timing rounds of both models (decode_prompts x decode_repeats), or a setting where " \
-                "LayerSkip gains"
+        text += f"; the order rests on two timings {gap:.1%} apart, one each; {_without_a_clock(table)}"
+        text += f"; {paired}; {_MORE_ROUNDS}" if paired else f"; {_MORE_ROUNDS}"
     return "budget", text
 
 
