@@ -183,11 +183,18 @@ def test_a_child_waits_for_its_parent_and_an_unsaved_parent_is_computed_again_in
 
 
 def started(item: Item, slot: experiments.RunSlot) -> dict:
-    """A run that records when it started (after a short sleep, so both workers are up before the first finishes)."""
+    """A run that records when it started, then holds its worker until two runs have started (or 20 s pass): so
+    the first two runs the pool hands out are the first two to start, however slowly the second worker spawns (a
+    fixed sleep raced a slow spawn in CI: a worker freed by the first run took the third before the second began)."""
     import time
 
     at = time.time()
-    time.sleep(0.3)
+    marks = slot.folder.parent.parent / "started"  # shared by both grids of the test
+    marks.mkdir(exist_ok=True)
+    (marks / item.name).touch()
+    deadline = at + 20.0
+    while len(list(marks.iterdir())) < 2 and time.time() < deadline:
+        time.sleep(0.01)
     return {"name": item.name, "started": at, "pid": os.getpid()}
 
 
