@@ -451,6 +451,25 @@ def heldout_windows(corpus: str, tokenizer: str, seq_len: int, n_windows: int | 
     `seed` picks a sorted sample of N windows without replacement; `seed=None` takes N evenly
     spaced windows; `n_windows=None` takes all. Deterministic for given arguments.
     """
+    windows, indices = _heldout_indices(corpus, tokenizer, seq_len, n_windows, split, seed)
+    return torch.stack([windows[int(i)] for i in indices])  # [N, T]
+
+
+def heldout_continuations(corpus: str, tokenizer: str, seq_len: int, n_windows: int | None, n_tokens: int,
+                          split: str = "test", seed: int | None = 0) -> list[torch.Tensor]:
+    """The `n_tokens` stream tokens that follow each of `heldout_windows(...)`'s windows (same arguments, same
+    windows): the corpus's own continuation of a prompt, a reference for its generations. Fewer where the split's
+    stream ends first (empty after its last token)."""
+    if n_tokens < 1:
+        raise ValueError(f"n_tokens={n_tokens!r} must be >= 1")
+    windows, indices = _heldout_indices(corpus, tokenizer, seq_len, n_windows, split, seed)
+    step = windows.stream_tokens_per_window
+    return [torch.from_numpy(np.asarray(windows.cache.tokens[start:start + n_tokens], dtype=np.int64))
+            for start in (windows.stream_offset(int(i)) + step for i in indices)]  # each [<= n_tokens]
+
+
+def _heldout_indices(corpus: str, tokenizer: str, seq_len: int, n_windows: int | None, split: str,
+                     seed: int | None) -> tuple[PackedWindows, np.ndarray]:
     check_seq_len(seq_len)
     cache = token_cache(corpus, tokenizer, split)
     windows = PackedWindows(cache, seq_len, bos_id=cache.bos_id)
@@ -463,11 +482,9 @@ def heldout_windows(corpus: str, tokenizer: str, seq_len: int, n_windows: int | 
             f"with {tokenizer}; valid: 1..{available} or None for all"
         )
     if seed is None:
-        indices = np.linspace(0, available - 1, n_windows).round().astype(np.int64)
-    else:
-        generator = torch.Generator().manual_seed(int(seed))
-        indices = torch.randperm(available, generator=generator)[:n_windows].sort().values.numpy()
-    return torch.stack([windows[int(i)] for i in indices])  # [N, T]
+        return windows, np.linspace(0, available - 1, n_windows).round().astype(np.int64)
+    generator = torch.Generator().manual_seed(int(seed))
+    return windows, torch.randperm(available, generator=generator)[:n_windows].sort().values.numpy()
 
 
 def _as_names(names: str | Iterable[str]) -> list[str]:

@@ -276,6 +276,27 @@ def test_heldout_windows_are_deterministic(token_dir):
     assert torch.equal(spaced[0], first) and torch.equal(spaced[-1], last)
 
 
+def test_heldout_continuations_are_the_tokens_after_each_window(token_dir, needs_assets):
+    needs_assets(GEMMA)
+    for tokenizer, step in ((SMOL, 32), (GEMMA, 31)):  # stream tokens per window: without BOS, and after one
+        stream = torch.from_numpy(np.asarray(data.token_cache("humaneval", tokenizer, "test", progress=False).tokens,
+                                             dtype=np.int64))
+        picked = data.heldout_windows("humaneval", tokenizer, seq_len=32, n_windows=6, seed=5)
+        after = data.heldout_continuations("humaneval", tokenizer, seq_len=32, n_windows=6, n_tokens=40, seed=5)
+        assert len(after) == 6
+        for window, following in zip(picked, after):
+            own = window[32 - step:]  # the window's stream tokens
+            starts = [s for s in range(0, len(stream) - step + 1, step) if torch.equal(stream[s:s + step], own)]
+            assert starts, "every window is a slice of the stream at a window boundary"
+            assert torch.equal(following, stream[starts[0] + step:starts[0] + step + 40])
+        ends = data.heldout_continuations("humaneval", tokenizer, seq_len=32, n_windows=2, n_tokens=10 ** 6,
+                                          seed=None)  # the first and the last window
+        assert len(ends[1]) == len(stream) % step  # only what the stream still holds after the last window
+        assert torch.equal(ends[0], stream[step:])
+    with pytest.raises(ValueError, match="n_tokens"):
+        data.heldout_continuations("humaneval", SMOL, seq_len=32, n_windows=1, n_tokens=0)
+
+
 def test_corpus_stats_counts_documents_characters_and_tokens(token_dir):
     stats = data.corpus_stats("humaneval", [SMOL])
     assert list(stats["split"]) == ["test"]

@@ -54,6 +54,7 @@ EXPECTED_CPU = {
     "ls.tab3.scratch_speedup": N, "ls.tab3.scratch_speedup.ours": N, "ls.tab2.continual_speedup": N,
     "ls.tab2.continual_speedup.ours": N, "ls.tab4.code_speedup": M, "ls.tab4.code_speedup.ours": M,
     "ls.tab10.parse_speedup": M, "ls.tab10.parse_speedup.ours": M, "ls.new.tab2_generation_quality": M,
+    "ls.tab3.generation_quality.scratch": M, "ls.tab4.generation_quality.code": M,
     "ls.new.fig9_scratch_generations": H, "ls.tab23.model_size_trends": T, "ls.tab2.vs_draft_and_verify": M,
     "ls.ours.task_vocabulary_drafting": M, "ls.ours.fast_decoding": M, "ls.ours.cost_model": M,
     "ls.ours.whole_head_cost": M,
@@ -87,7 +88,7 @@ def test_specs_are_unique_placed_and_each_has_a_check():
     assert all(s.where.strip() and s.paper == "004" and s.artifact for s in SPECS)
     assert set(ids) == set(claims.CHECKS) | set(NEEDS) and not set(claims.CHECKS) & set(NEEDS)
     assert all(s.ours for s in SPECS if s.id.endswith(".ours") or s.id.startswith("ls.ours."))
-    assert sum(not s.ours for s in SPECS) + sum(s.ours for s in SPECS if s.id.startswith("ls.ours.")) == 58
+    assert sum(not s.ours for s in SPECS) + sum(s.ours for s in SPECS if s.id.startswith("ls.ours.")) == 60
 
 
 def test_no_tables_leave_every_claim_not_measured():
@@ -528,3 +529,51 @@ def test_figure_7_and_9_claims_need_five_gate_passing_prompts_with_marked_errors
                        figure_table("scratch ld_ee", [1] * 8, [0.9] * 8)])
     ledger = judged({"generations_scratch": loops})
     assert ledger.loc[fig9, "verdict"] == T and "0 of 8 prompts pass" in ledger.loc[fig9, "measured"]
+
+
+def quality_rows(decoding: pd.DataFrame, prompts: int = 12, exit_share: float = 0.03,
+                 speculative: list[float] | None = None) -> pd.DataFrame:
+    """A `<decoding table>_quality` table for `decoding`'s rows: the baseline scores 0.08-0.12 per prompt, early exit
+    `exit_share` of it, the LD+EE model's own output (autoregressive and every self-speculative row) `speculative[p]`
+    of it (default 1.1 everywhere)."""
+    speculative = speculative or [1.1] * prompts
+    rows = []
+    for row in decoding.itertuples():
+        for p in range(prompts):
+            base = 0.08 + 0.04 * p / max(1, prompts - 1)
+            share = (exit_share if row.method == "early_exit" else 1.0 if row.recipe == "baseline"
+                     else speculative[p])
+            rows.append({"recipe": row.recipe, "label": row.label, "method": row.method,
+                         "exit_layer": row.exit_layer, "n_draft": row.n_draft, "prompt": p, "new_tokens": 40,
+                         "rouge2": base * share})
+    return pd.DataFrame(rows)
+
+
+def test_generation_quality_claims_need_each_interval_wholly_on_its_side():
+    decoding = scratch_decoding()  # 8 layers, exits 1 and 2: both at or under 0.375 L
+    quality = "ls.tab3.generation_quality.scratch", "ls.new.tab2_generation_quality"
+    found = {"decoding": decoding, "decoding_quality": quality_rows(decoding),
+             "decoding_continual": decoding.assign(study="continual"),
+             "decoding_continual_quality": quality_rows(decoding)}
+    ledger = judged(found)
+    assert ledger.loc[list(quality), "verdict"].tolist() == [H, H]
+    assert "early_exit E=1 0.030 [0.030, 0.030] (at most 0.163)" in ledger.loc[quality[1], "measured"]
+
+    found["decoding_continual_quality"] = quality_rows(decoding, exit_share=0.4)  # early exit keeps too much
+    row = judged(found).loc[quality[1]]
+    assert row["verdict"] == N and row["diagnosis"] == "scale" and "early_exit E=1 0.400" in row["evidence"]
+
+    wobbly = [0.8, 1.2] * 6  # self-speculation's share straddles 0.987
+    found["decoding_continual_quality"] = quality_rows(decoding, speculative=wobbly)
+    row = judged(found).loc[quality[1]]
+    assert row["verdict"] == N and row["diagnosis"] == "budget"
+    assert "across 0.987 on 12 prompts (about" in row["evidence"]
+
+    found["decoding_continual_quality"] = quality_rows(decoding, prompts=3)
+    row = judged(found).loc[quality[1]]
+    assert row["verdict"] == N and row["diagnosis"] == "budget" and "3 prompts" in row["evidence"]
+
+    plain_loops = scratch_decoding(plain_distinct=0.2)
+    row = judged({"decoding": plain_loops, "decoding_quality": quality_rows(plain_loops)}).loc[quality[0]]
+    assert row["verdict"] == N and row["diagnosis"] == "setup"
+    assert judged({"decoding": decoding}).loc[quality[0], "verdict"] == M  # no quality table

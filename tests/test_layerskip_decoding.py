@@ -8,6 +8,7 @@ import pytest
 from rlib.config import ConfigError
 from rlib.layerskip.decoding import (
     DecodeCase,
+    OutputLog,
     TimingLog,
     benchmark_decoding,
     decode_cases,
@@ -97,6 +98,26 @@ def test_timing_log_pairs_the_cases_of_each_round():
     assert ratios == [seconds[(kvq, p, r)] / seconds[(kv, p, r)] for p in range(3) for r in range(2)]
     with pytest.raises(ConfigError, match="no round timed both"):
         paired_ratios(times, kvq, kv, recipe="baseline")
+
+
+def test_output_log_holds_every_cases_new_tokens_on_every_prompt():
+    model = tiny_model(4, seed=1)
+    prompts = [ids(1, 5, seed=s) for s in range(3)]
+    cases = decode_cases(exits=(2,), drafts=(2,), peers=False)
+    log = OutputLog()
+    with log.tagged(recipe="ld_ee"):
+        benchmark_decoding(model, prompts, cases, max_new_tokens=6, repeats=2, outputs=log)
+    out = log.frame()
+    assert len(out) == len(cases) * len(prompts) and (out["recipe"] == "ld_ee").all()
+    tokens = {(row.label, row.prompt): [int(t) for t in row.tokens.split()] for row in out.itertuples()}
+    for index, prompt in enumerate(prompts):
+        greedy = model.generate(prompt, 6, eos_ids=())[0, prompt.shape[1]:].tolist()
+        ar = tokens[("autoregressive", index)]
+        assert ar == greedy  # the decoded tokens themselves, after the prompt
+        assert tokens[("self_speculative E=2 d=2 kvq", index)] == ar  # exact: the same tokens logged
+        assert len(tokens[("early_exit E=2", index)]) == 6
+    assert set(out["exit_layer"]) == {2, 4} and set(out["method"]) == {"autoregressive", "early_exit",
+                                                                        "self_speculative"}
 
 
 def test_distinct_2_flags_loops():

@@ -15,6 +15,8 @@
                       marked, beside self-speculation's (`rlib.layerskip.generations`)
     adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
                       Table 4's HumanEval setting) or held-out windows of the study's corpus
+    scratch_quality / adapt_quality  Tables 2-4's ROUGE-2 column: every decoder's output of a decoding study scored
+                      against each prompt's reference (`rlib.layerskip.quality`), from the study's `OutputLog`
 
     probe_models      Fig. 2's motivation probe on HumanEval's first prompt for several models: each model's greedy
                       continuation, the layers each generated token needs, and the agreement grid
@@ -32,7 +34,7 @@ import torch
 
 from rlib import assets, data
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, decode_costs, generations, parse_data, parse_study
+from rlib.layerskip import adapt, decode_costs, generations, parse_data, parse_study, quality
 from rlib.layerskip import experiments as scratch
 from rlib.layerskip.analysis import motivation_probe
 from rlib.layerskip.config import (
@@ -44,26 +46,28 @@ from rlib.layerskip.config import (
     ParseConfig,
     sampling_of,
 )
-from rlib.layerskip.decoding import TimingLog, benchmark_decoding, decode_cases, draft_vocabulary
+from rlib.layerskip.decoding import OutputLog, TimingLog, benchmark_decoding, decode_cases, draft_vocabulary
 from rlib.layerskip.sampling import Sampling
 from rlib.model import Decoder
 
-__all__ = ["adapt_decoding", "adapt_generations", "decode_models", "figure_prompts", "humaneval_prompts",
-           "parse_costs", "parse_decoding", "parse_matmul_ablation", "probe_models", "scratch_costs",
-           "scratch_decoding", "scratch_generations", "scratch_prompts"]
+__all__ = ["adapt_decoding", "adapt_generations", "adapt_quality", "decode_models", "figure_prompts",
+           "humaneval_problems", "humaneval_prompts", "parse_costs", "parse_decoding", "parse_matmul_ablation",
+           "probe_models", "scratch_costs", "scratch_decoding", "scratch_generations", "scratch_prompts",
+           "scratch_quality"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
                   drafts: tuple[int, ...], reuses: tuple[str, ...], new_tokens: int, repeats: int,
                   peers: bool, full: tuple[str, ...] | None = None, eos_ids: tuple[int, ...] = (),
                   score=None, draft_vocab: torch.Tensor | None = None,
-                  sampling: Sampling | None = None, timings: TimingLog | None = None) -> pd.DataFrame:
+                  sampling: Sampling | None = None, timings: TimingLog | None = None,
+                  outputs: OutputLog | None = None) -> pd.DataFrame:
     """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
     transformers' greedy and early-exit assisted generation on each model exported to transformers (greedy decoding
     only: with `sampling` they are left out, as they cannot share its noise). full: the labels that get every reuse
     mode, the peers and (given a task vocabulary `draft_vocab`) the rows drafting over it (default all); the others
-    get the "kvq" rows only. eos_ids, score, sampling and timings: as in `benchmark_decoding` (each logged row tagged
-    with its model's `recipe`)."""
+    get the "kvq" rows only. eos_ids, score, sampling, timings and outputs: as in `benchmark_decoding` (each logged row
+    tagged with its model's `recipe`)."""
     from rlib.model.convert import to_transformers
 
     if not models:
@@ -75,11 +79,12 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
         whole = full is None or label in full
         cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole,
                              draft_vocab=whole and draft_vocab is not None)
-        with timings.tagged(recipe=label) if timings is not None else nullcontext():
+        with (timings.tagged(recipe=label) if timings is not None else nullcontext(),
+              outputs.tagged(recipe=label) if outputs is not None else nullcontext()):
             table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
                                        hf_model=to_transformers(model) if peers and whole else None,
                                        desc=f"decoding {label}", eos_ids=eos_ids, score=score,
-                                       draft_vocab=draft_vocab, sampling=sampling, timings=timings)
+                                       draft_vocab=draft_vocab, sampling=sampling, timings=timings, outputs=outputs)
         table.insert(0, "recipe", label)
         frames.append(table)
     return pd.concat(frames, ignore_index=True)
@@ -96,14 +101,28 @@ def scratch_prompts(cfg: LayerSkipConfig) -> list[torch.Tensor]:
 
 
 def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
-                     peers: bool = True, layerskip: str = "ld_ee", timings: TimingLog | None = None) -> pd.DataFrame:
+                     peers: bool = True, layerskip: str = "ld_ee", timings: TimingLog | None = None,
+                     outputs: OutputLog | None = None) -> pd.DataFrame:
     """The grid's first-seed models of `recipes` on the first `decode_prompt_len` tokens of held-out windows, greedy
     or by coupled sampling (`decode_temperature`); the `layerskip` model gets every reuse mode and (greedy only) the
-    peers, the others the "kvq" rows. timings: log every timed decode there (`decoding.TimingLog`)."""
+    peers, the others the "kvq" rows. timings: log every timed decode there (`decoding.TimingLog`); outputs: every
+    output (`decoding.OutputLog`, for `scratch_quality`)."""
     models = {recipe: scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
     return decode_models(models, scratch_prompts(cfg), cfg.decode_exits,
                          cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
-                         full=(layerskip,), sampling=sampling_of(cfg.decode_temperature), timings=timings)
+                         full=(layerskip,), sampling=sampling_of(cfg.decode_temperature), timings=timings,
+                         outputs=outputs)
+
+
+def scratch_quality(cfg: LayerSkipConfig, outputs: pd.DataFrame) -> pd.DataFrame:
+    """`scratch_decoding`'s outputs (its `OutputLog` frame) scored by ROUGE-2 against each held-out window's own
+    continuation after the prompt (`decode_new_tokens` tokens of the window, decoded like the outputs)."""
+    text = cfg.text()
+    windows = text.heldout("test", cfg.decode_prompts, seed=2)  # the windows scratch_prompts cuts
+    decode = generations.text_decoder(data.load_tokenizer(cfg.tokenizer), text.vocabulary())
+    end = cfg.decode_prompt_len + cfg.decode_new_tokens
+    references = [decode(window[cfg.decode_prompt_len:end].tolist()) for window in windows]
+    return quality.score_outputs(outputs, references, decode)
 
 
 def scratch_costs(cfg: LayerSkipConfig, work: Path, decoding: pd.DataFrame, layerskip: str = "ld_ee",
@@ -116,15 +135,20 @@ def scratch_costs(cfg: LayerSkipConfig, work: Path, decoding: pd.DataFrame, laye
     return costs, decode_costs.predict(decoding[decoding["recipe"] == layerskip], costs, len(prompts))
 
 
-def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
-    """The first `n` HumanEval prompts (in task order) as [1, T] ids, without special tokens (SmolLM2 adds none)."""
+def humaneval_problems(n: int) -> list[dict]:
+    """The first `n` HumanEval problems in task order (`prompt`, `canonical_solution`, ...)."""
     import gzip
     import json
 
     path = next(assets.path("humaneval").rglob("HumanEval.jsonl.gz"))
     with gzip.open(path, "rt") as handle:
-        problems = [json.loads(line) for line in handle][:n]
-    return [torch.tensor([tokenizer(p["prompt"], add_special_tokens=False)["input_ids"]]) for p in problems]
+        return [json.loads(line) for line in handle][:n]
+
+
+def humaneval_prompts(tokenizer, n: int) -> list[torch.Tensor]:
+    """The first `n` HumanEval prompts (in task order) as [1, T] ids, without special tokens (SmolLM2 adds none)."""
+    return [torch.tensor([tokenizer(p["prompt"], add_special_tokens=False)["input_ids"]])
+            for p in humaneval_problems(n)]
 
 
 def _adapt_prompts(cfg: AdaptConfig, study: str) -> list[torch.Tensor]:
@@ -182,17 +206,35 @@ def scratch_generations(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ..
 
 def adapt_decoding(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
                    peers: bool = False, source: Decoder | None = None,
-                   timings: TimingLog | None = None) -> pd.DataFrame:
+                   timings: TimingLog | None = None, outputs: OutputLog | None = None) -> pd.DataFrame:
     """A study's models of `recipes` (SOURCE names the pretrained model: `source`, or loaded from the
     config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise;
-    greedy, or by coupled sampling for the config's `decode_sampled_studies`. timings: as in `scratch_decoding`."""
+    greedy, or by coupled sampling for the config's `decode_sampled_studies`. timings, outputs: as in
+    `scratch_decoding` (outputs for `adapt_quality`)."""
     prompts = _adapt_prompts(cfg, study)
     names = {recipe: recipe if recipe == SOURCE else AdaptRun(study, recipe).name for recipe in recipes}
     models = {recipe: source if recipe == SOURCE and source is not None else adapt.load_model(work, name, cfg)
               for recipe, name in names.items()}
     table = decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                           cfg.decode_new_tokens, cfg.decode_repeats, peers, sampling=cfg.decode_sampling(study),
-                          timings=timings)
+                          timings=timings, outputs=outputs)
+    table.insert(0, "study", study)
+    return table
+
+
+def adapt_quality(cfg: AdaptConfig, study: str, outputs: pd.DataFrame) -> pd.DataFrame:
+    """`adapt_decoding`'s outputs of `study` (its `OutputLog` frame) scored by ROUGE-2 against each prompt's reference:
+    the corpus's continuation of the held-out window (`decode_new_tokens` tokens), or HumanEval's canonical solution
+    for the code study's HumanEval prompts."""
+    tokenizer = assets.load_tokenizer(cfg.model)
+    corpus = cfg.study(study).corpus
+    if corpus == "python-stdlib":
+        references = [problem["canonical_solution"] for problem in humaneval_problems(cfg.decode_prompts)]
+    else:
+        after = data.heldout_continuations(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts,
+                                           cfg.decode_new_tokens, split="test", seed=2)  # _adapt_prompts' windows
+        references = [tokenizer.decode(ids.tolist()) for ids in after]
+    table = quality.score_outputs(outputs, references, tokenizer.decode)
     table.insert(0, "study", study)
     return table
 

@@ -53,7 +53,7 @@ from rlib.model import Decoder
 from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
-__all__ = ["METHODS", "DecodeCase", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
+__all__ = ["METHODS", "DecodeCase", "OutputLog", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
            "draft_vocabulary", "paired_ratios", "predicted_speedup", "run_case", "vocab_rows"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
@@ -83,9 +83,9 @@ class DecodeCase:
         return f"{self.method} {parts[self.method]}" if self.method in parts else self.method
 
 
-class TimingLog:
-    """Every timed decode of one or more `benchmark_decoding` calls, one row each (module docstring: paired rounds).
-    Inside `with log.tagged(recipe=...)` the tags are added to each row logged; `frame()` is the table."""
+class RowLog:
+    """Rows logged over one or more `benchmark_decoding` calls. Inside `with log.tagged(recipe=...)` the tags are
+    added to each row logged; `frame()` is the table."""
 
     def __init__(self) -> None:
         self.rows: list[dict] = []
@@ -104,9 +104,18 @@ class TimingLog:
         self.rows.append({**self.tags, **row})
 
     def frame(self) -> pd.DataFrame:
-        """Columns: the tags, `label` (the case's), `prompt`, `repeat`, `position` (its place in the round), `seconds`,
-        `new_tokens`."""
         return pd.DataFrame(self.rows)
+
+
+class TimingLog(RowLog):
+    """Every timed decode, one row each (module docstring: paired rounds). Columns: the tags, `label` (the case's),
+    `prompt`, `repeat`, `position` (its place in the round), `seconds`, `new_tokens`."""
+
+
+class OutputLog(RowLog):
+    """Every case's output on every prompt, one row each (the last repeat's: every repeat decodes the same tokens), to
+    score the generations (`rlib.layerskip.quality`). Columns: the tags, `label`, `method`, `exit_layer`, `n_draft`,
+    `prompt`, `tokens` (the new token ids, space-separated)."""
 
 
 def paired_ratios(timings: pd.DataFrame, label: str, baseline: str, **where: object) -> list[float]:
@@ -202,14 +211,16 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
                        repeats: int = 3, hf_model=None, desc: str = "decoding",
                        eos_ids: tuple[int, ...] = (), score=None,
                        draft_vocab: torch.Tensor | None = None, fast_matmul: bool = True,
-                       sampling: Sampling | None = None, timings: TimingLog | None = None) -> pd.DataFrame:
+                       sampling: Sampling | None = None, timings: TimingLog | None = None,
+                       outputs: OutputLog | None = None) -> pd.DataFrame:
     """One row per case: ms/token, speedup over the autoregressive row, acceptance, tokens and drafts per round,
     S_pred, and whether every prompt's output equals the autoregressive output (early exit is not expected to). eos_ids:
     stop each output at one of these (a task with an end, as TOPv2's parses); ms/token then counts the tokens made.
     score: `score(prompt_index, generated_ids) -> float` (e.g. exact match of a parse), its mean over prompts as column
     `score`. draft_vocab: the task vocabulary of the `draft_vocab` cases (`draft_vocabulary`). fast_matmul:
     run our decoders inside `fast_decoding` (module docstring). sampling: temperature and base seed of coupled
-    sampling (module docstring; default greedy). timings: log every timed call there (module docstring)."""
+    sampling (module docstring; default greedy). timings: log every timed call there (module docstring). outputs:
+    log every case's new tokens on every prompt there (`OutputLog`)."""
     if not prompts or any(p.dim() != 2 or p.shape[0] != 1 for p in prompts):
         raise ConfigError("prompts must be a non-empty list of [1, T] id tensors (batch 1, as the paper times)")
     if repeats < 1:
@@ -222,7 +233,7 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
     model.eval()
     with fast_decoding(model, enabled=fast_matmul):
         table = _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score,
-                           draft_vocab, sampling, timings)
+                           draft_vocab, sampling, timings, outputs)
     table.insert(table.columns.get_loc("new_tokens") + 1, "fast_matmul", fast_matmul)
     table.insert(table.columns.get_loc("fast_matmul") + 1, "temperature", 0.0 if sampling is None else
                  float(sampling.temperature))
@@ -230,7 +241,7 @@ def benchmark_decoding(model: Decoder, prompts: list[torch.Tensor], cases: list[
 
 
 def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, eos_ids, score, draft_vocab,
-               sampling, timings):
+               sampling, timings, outputs):
     n_layers = len(model.plan)
 
     def decode(case: DecodeCase, index: int, tokens: int = max_new_tokens):
@@ -262,6 +273,10 @@ def _benchmark(model, prompts, cases, max_new_tokens, repeats, hf_model, desc, e
         identical, diversity, scores = True, [], []
         for index, prompt in enumerate(prompts):
             out, stats = results[number][index]
+            if outputs is not None:
+                outputs.add(label=case.label, method=case.method, exit_layer=case.exit_layer or n_layers,
+                            n_draft=case.n_draft, prompt=index,
+                            tokens=" ".join(str(t) for t in out[0, prompt.shape[1]:].tolist()))
             seconds += statistics.median(times[number][index])
             tokens += out.shape[1] - prompt.shape[1]
             diversity.append(distinct_2(out[0, prompt.shape[1]:].tolist()))

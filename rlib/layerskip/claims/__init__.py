@@ -13,6 +13,7 @@ The checks, by the paper's sections:
     adapt            Sec. 6.1 (Table 1, Figs. 6 and 10a): continual pretraining and code fine-tuning of SmolLM2
     parse            Sec. 6.1 (Fig. 10b), Tables 5 and 10's early-exit rows: the parsing study's exits
     decoding         Sec. 4.3, 6.2 and 8 (Tables 2-6, 10): exactness, acceptance, the recipe, cache reuse, speedups
+    quality          Sec. 6.2 (Tables 2-4's ROUGE-2): early exit's generation quality and self-speculation's
     costs            Tables 2, 5, 10 (early-exit speed) and, beyond the paper, the measured cost model
 
 A claim whose numbers are not in the tables (a table this run did not write, a recipe outside the profile) is
@@ -28,7 +29,7 @@ import pandas as pd
 
 from rlib.book.claims import Ledger
 from rlib.config import PROFILES, ConfigError
-from rlib.layerskip.claims import adapt, costs, decoding, parse, training
+from rlib.layerskip.claims import adapt, costs, decoding, parse, quality, training
 from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict
 from rlib.layerskip.claims.specs import NEEDS, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
@@ -37,7 +38,7 @@ __all__ = ["CHAPTER", "CHECKS", "SPECS", "judge"]
 
 CHAPTER = "05_layerskip"
 CHECKS: dict[str, Check] = {**training.CHECKS, **adapt.CHECKS, **parse.CHECKS,
-                            **decoding.CHECKS, **costs.CHECKS}
+                            **decoding.CHECKS, **quality.CHECKS, **costs.CHECKS}
 
 
 def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptConfig, pcfg: ParseConfig,
