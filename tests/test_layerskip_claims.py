@@ -573,6 +573,10 @@ def test_generation_quality_claims_need_each_interval_wholly_on_its_side():
     row = judged(found).loc[quality[1]]
     assert row["verdict"] == N and row["diagnosis"] == "budget" and "3 prompts" in row["evidence"]
 
+    no_overlap = quality_rows(decoding).assign(rouge2=0.0)  # no output shares a bigram with its reference
+    row = judged({"decoding": decoding, "decoding_quality": no_overlap}).loc[quality[0]]
+    assert row["verdict"] == N and row["diagnosis"] == "setup" and "(ROUGE-2 0)" in row["evidence"]
+
     plain_loops = scratch_decoding(plain_distinct=0.2)
     row = judged({"decoding": plain_loops, "decoding_quality": quality_rows(plain_loops)}).loc[quality[0]]
     assert row["verdict"] == N and row["diagnosis"] == "setup"

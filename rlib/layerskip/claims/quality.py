@@ -109,6 +109,14 @@ def generation_quality(ctx: Context, study: DecodingStudy, early_exit: bool = Tr
         return Verdict(False, measured, lambda: ("setup", f"the baseline's autoregressive output fails the gate "
                                                           f"(distinct-2 {failing:.2f} < {GATE}): a looping "
                                                           "continuation is no reference level"))
+    if base["rouge2"] == 0:  # no bigram of the baseline's output is in its reference, on any prompt
+        return Verdict(False, measured, lambda: (
+            "setup", f"the baseline's autoregressive output shares no bigram with its reference on any of "
+                     f"{int(base['prompts'])} prompts (ROUGE-2 0), so no share of it is defined: a free continuation "
+                     f"of {int(decoding['new_tokens'].iloc[0] / max(1, base['prompts']))} tokens against the corpus's "
+                     "own is no summary of a document in the prompt (the paper's CNN/DM and XSUM); needs: references "
+                     "a continuation overlaps, e.g. the code study's HumanEval solutions (cpu-long) or a summarization "
+                     "task"))
     few = int(base["prompts"]) < MIN_PROMPTS
     held = not few and all(side is True for side in sides)
 
