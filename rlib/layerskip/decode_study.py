@@ -90,6 +90,9 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
     return pd.concat(frames, ignore_index=True)
 
 
+DECODE_SEED = 2  # which held-out windows the decoding studies take (their references follow the same windows)
+
+
 def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor]:
     return [windows[i:i + 1, :prompt_len] for i in range(len(windows))]
 
@@ -97,7 +100,7 @@ def _window_prompts(windows: torch.Tensor, prompt_len: int) -> list[torch.Tensor
 def scratch_prompts(cfg: LayerSkipConfig) -> list[torch.Tensor]:
     """The from-scratch study's prompts: the first `decode_prompt_len` tokens of `decode_prompts` held-out test
     windows, each [1, T] (also what `benchmarks.gpu_check.carry` sends to the GPU)."""
-    return _window_prompts(cfg.text().heldout("test", cfg.decode_prompts, seed=2), cfg.decode_prompt_len)
+    return _window_prompts(cfg.text().heldout("test", cfg.decode_prompts, seed=DECODE_SEED), cfg.decode_prompt_len)
 
 
 def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee"),
@@ -118,7 +121,7 @@ def scratch_quality(cfg: LayerSkipConfig, outputs: pd.DataFrame) -> pd.DataFrame
     """`scratch_decoding`'s outputs (its `OutputLog` frame) scored by ROUGE-2 against each held-out window's own
     continuation after the prompt (`decode_new_tokens` tokens of the window, decoded like the outputs)."""
     text = cfg.text()
-    windows = text.heldout("test", cfg.decode_prompts, seed=2)  # the windows scratch_prompts cuts
+    windows = text.heldout("test", cfg.decode_prompts, seed=DECODE_SEED)  # the windows scratch_prompts cuts
     decode = generations.text_decoder(data.load_tokenizer(cfg.tokenizer), text.vocabulary())
     end = cfg.decode_prompt_len + cfg.decode_new_tokens
     references = [decode(window[cfg.decode_prompt_len:end].tolist()) for window in windows]
@@ -156,7 +159,8 @@ def _adapt_prompts(cfg: AdaptConfig, study: str) -> list[torch.Tensor]:
     corpus = cfg.study(study).corpus
     if corpus == "python-stdlib":
         return humaneval_prompts(assets.load_tokenizer(cfg.model), cfg.decode_prompts)
-    windows = data.heldout_windows(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts, split="test", seed=2)
+    windows = data.heldout_windows(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts, split="test",
+                                   seed=DECODE_SEED)
     return _window_prompts(windows, cfg.decode_prompt_len)
 
 
@@ -232,7 +236,7 @@ def adapt_quality(cfg: AdaptConfig, study: str, outputs: pd.DataFrame) -> pd.Dat
         references = [problem["canonical_solution"] for problem in humaneval_problems(cfg.decode_prompts)]
     else:
         after = data.heldout_continuations(corpus, cfg.model, cfg.decode_prompt_len, cfg.decode_prompts,
-                                           cfg.decode_new_tokens, split="test", seed=2)  # _adapt_prompts' windows
+                                           cfg.decode_new_tokens, split="test", seed=DECODE_SEED)
         references = [tokenizer.decode(ids.tolist()) for ids in after]
     table = quality.score_outputs(outputs, references, tokenizer.decode)
     table.insert(0, "study", study)

@@ -70,14 +70,14 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], c
         raise ConfigError(f"ratio_interval needs paired, non-empty samples (got {top.size} and {bottom.size})")
     if bottom.mean() == 0:
         return float("nan"), float("nan"), float("nan")
+    ratio = float(top.mean() / bottom.mean())
     picks = np.random.default_rng(seed).integers(0, top.size, size=(draws, top.size))  # [draws, n]
-    means = bottom[picks].mean(axis=1)
-    ratios = np.where(means > 0, top[picks].mean(axis=1) / np.where(means > 0, means, 1.0), np.nan)
-    if np.isnan(ratios).any():
-        return float(top.mean() / bottom.mean()), float("nan"), float("nan")
+    means = bottom[picks].mean(axis=1)  # [draws]
+    if (means == 0).any():
+        return ratio, float("nan"), float("nan")
     tail = (1 - confidence) / 2
-    lo, hi = np.quantile(ratios, [tail, 1 - tail])
-    return float(top.mean() / bottom.mean()), float(lo), float(hi)
+    lo, hi = np.quantile(top[picks].mean(axis=1) / means, [tail, 1 - tail])
+    return ratio, float(lo), float(hi)
 
 
 def quality_summary(scored: pd.DataFrame, baseline: tuple[str, str] = BASELINE,

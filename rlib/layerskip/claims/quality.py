@@ -20,7 +20,7 @@ from functools import partial
 
 import pandas as pd
 
-from rlib.layerskip.claims.base import GATE, Check, Context, Unmeasured, Verdict, decoded, gate_fails
+from rlib.layerskip.claims.base import GATE, Check, Context, Unmeasured, Verdict, ar_row, decoded, gate_fails
 from rlib.layerskip.claims.decoding import LS, PLAIN, STUDIES, DecodingStudy
 from rlib.layerskip.quality import quality_summary
 
@@ -88,7 +88,7 @@ def generation_quality(ctx: Context, study: DecodingStudy, early_exit: bool = Tr
     speculative = mine[(mine["method"] == "self_speculative") & ~mine["label"].str.contains(" vocab")]
     if speculative.empty:
         raise Unmeasured(f"{quality_table(study)} has no self-speculative rows of {LS!r}")
-    n_layers = int(ar_layers(mine))
+    n_layers = ar_layers(mine)
     exits = mine[(mine["method"] == "early_exit") & (mine["exit_layer"] <= EXIT_DEPTH * n_layers)]
     if early_exit and exits.empty:
         raise Unmeasured(f"no early-exit row of {LS!r} at E <= {EXIT_DEPTH:.3f} L = {EXIT_DEPTH * n_layers:.1f}")
@@ -113,7 +113,7 @@ def generation_quality(ctx: Context, study: DecodingStudy, early_exit: bool = Tr
         return Verdict(False, measured, lambda: (
             "setup", f"the baseline's autoregressive output shares no bigram with its reference on any of "
                      f"{int(base['prompts'])} prompts (ROUGE-2 0), so no share of it is defined: a free continuation "
-                     f"of {int(decoding['new_tokens'].iloc[0] / max(1, base['prompts']))} tokens against the corpus's "
+                     f"of {int(ar_row(decoding, PLAIN)['new_tokens'] / base['prompts'])} tokens against the corpus's "
                      "own is no summary of a document in the prompt (the paper's CNN/DM and XSUM); needs: references "
                      "a continuation overlaps, e.g. the code study's HumanEval solutions (cpu-long) or a summarization "
                      "task"))
