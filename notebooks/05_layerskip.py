@@ -290,16 +290,29 @@ run.table(tables.cost_table(scratch_predicted), "cost_model_scratch", floatfmt="
 
 # %% [markdown]
 # SmolLM2 after each study, plain vs LD+EE: the code study (cpu-long) decodes HumanEval prompts greedily (Table 4's
-# setting), the continual study held-out poetry, sampled (`decode_sampled_studies`: greedily it looped):
+# setting), the continual study held-out poetry, sampled (`decode_sampled_studies`: greedily it looped).
+#
+# Table 2 also sets LayerSkip beside **Draft & Verify** (Zhang et al. 2023): the plain model drafts with some of its
+# attention and MLP sublayers skipped, and verifies with all of them. It needs no training, but it cannot reuse the
+# draft's cache (Sec. 3): verification reruns every layer. Which sublayers to skip is searched on validation windows,
+# by Bayesian optimisation of measured tokens/s as in the official code (`rlib.layerskip.draft_verify`; a few dozen
+# tries here, 1000 there); the best set then decodes the same test prompts as the other decoders, in the same rounds
+# as the plain model's autoregressive decoding:
 
 # %%
 pretrained_decoding, pretrained_outputs = {}, {}
 for study in acfg.studies:
     recipes = tuple(r for r in ("baseline", "ld_ee") if r in study.recipes)
+    skip_set = None
+    if "baseline" in recipes:
+        search = decode_study.adapt_skip_search(acfg, work / "pretrained", study.name)
+        run.table(search.trace, f"draft_verify_search_{study.name}", floatfmt=".3g", show=False)
+        skip_set = search.best
+        print(f"{study.name}: Draft & Verify skips {skip_set.text()}")
     study_times, pretrained_outputs[study.name] = TimingLog(), OutputLog()
     pretrained_decoding[study.name] = run.table(decode_study.adapt_decoding(
         acfg, work / "pretrained", study.name, recipes, timings=study_times,
-        outputs=pretrained_outputs[study.name]), f"decoding_{study.name}")
+        outputs=pretrained_outputs[study.name], draft_verify=skip_set), f"decoding_{study.name}")
     run.table(study_times.frame(), f"decoding_{study.name}_rounds", show=False)
 
 # %% [markdown]

@@ -4,6 +4,7 @@ read the right numbers, and decoding the trained models stays exact."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -79,7 +80,9 @@ def test_a_study_runs_end_to_end_and_is_cached(tmp_path, needs_assets, monkeypat
     needs_assets("smollm2-135m", "shakespeare", "gutenberg-poetry", "python-stdlib", "humaneval")
     from rlib import assets
 
-    cfg = config.AdaptConfig.preset("smoke").override(decode_exits=(2,))
+    smoke = config.AdaptConfig.preset("smoke")
+    ld_ee_only = tuple(dataclasses.replace(study, recipes=("ld_ee",)) for study in smoke.studies)
+    cfg = smoke.override(decode_exits=(2,), studies=ld_ee_only)  # LD+EE only: the fastest grid with both studies
     source = _source(len(assets.load_tokenizer(cfg.model)))
     results = adapt.run_grid(cfg, tmp_path, source=source)
     assert [r["name"] for r in results] == ["source", "continual-ld_ee", "code-ld_ee"]

@@ -581,3 +581,36 @@ def test_generation_quality_claims_need_each_interval_wholly_on_its_side():
     row = judged({"decoding": plain_loops, "decoding_quality": quality_rows(plain_loops)}).loc[quality[0]]
     assert row["verdict"] == N and row["diagnosis"] == "setup"
     assert judged({"decoding": decoding}).loc[quality[0], "verdict"] == M  # no quality table
+
+
+def continual_with_draft_verify(dv_ms: float | None, acceptance: float = 0.7) -> pd.DataFrame:
+    """A continual decoding table (LayerSkip's best: 10 ms autoregressive over `decode_table`'s E=1 d=4 rows) with a
+    Draft & Verify row of the baseline model at dv_ms per token."""
+    table = decode_table({1: 0.7, 2: 0.9}, {1: 0.05, 2: 0.05})
+    if dv_ms is None:
+        return table
+    row = {"recipe": "baseline", "method": "draft_verify", "label": "draft_verify skip 2 attn + 1 mlp d<=8",
+           "exit_layer": 8, "n_draft": 8, "reuse": float("nan"), "draft_vocab": False, "new_tokens": 400,
+           "distinct_2": 0.9, "ms_per_token": dv_ms, "acceptance": acceptance, "tokens_per_round": 3.0,
+           "drafts_per_round": 4.0, "identical_to_greedy": True, "speedup": 10.0 / dv_ms}
+    return pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+
+
+def test_draft_and_verify_claim_reads_layerskip_over_dv_against_table_2s_xsum_ratio():
+    layerskip = continual_with_draft_verify(None).query("recipe == 'ld_ee' and method == 'self_speculative' and "
+                                                        "reuse == 'kvq'")
+    best = 10.0 / float(layerskip["ms_per_token"].min())  # LayerSkip's best speedup over the baseline's 10 ms
+    claim = "ls.tab2.vs_draft_and_verify"
+    missing = judged({"decoding_continual": continual_with_draft_verify(None)}).loc[claim]
+    assert missing["verdict"] == M and "no Draft & Verify row" in missing["measured"]
+    # D&V as fast as LayerSkip / 0.95: LayerSkip's ratio 0.95 >= XSUM's 0.905 -> held
+    close = judged({"decoding_continual": continual_with_draft_verify(10.0 / (best / 0.95))}).loc[claim]
+    assert close["verdict"] == H and "LayerSkip / D&V 0.95" in close["measured"]
+    # D&V 1.25x LayerSkip's speedup: ratio 0.80 < 0.905 -> not held, with the acceptances that explain it
+    ahead = judged({"decoding_continual": continual_with_draft_verify(10.0 / (best * 1.25))}).loc[claim]
+    assert ahead["verdict"] == N and ahead["diagnosis"] == "budget" and "LayerSkip / D&V 0.80" in ahead["measured"]
+    assert "Draft & Verify's drafter keeps most of the plain model (0.70 accepted)" in ahead["evidence"]
+    wrong = continual_with_draft_verify(1.0)
+    wrong.loc[wrong["method"] == "draft_verify", "identical_to_greedy"] = False  # D&V is checked for exactness too
+    exact = judged({"decoding_continual": wrong}).loc["ls.exact.continual"]
+    assert exact["verdict"] == N and "draft_verify skip 2 attn + 1 mlp d<=8" in exact["evidence"]

@@ -14,6 +14,8 @@ The paper's methods:
     training      LayerSkipDecoder (per-sample layer dropout over a Decoder) and the LayerSkipLoss trainer hook
     speculative   greedy self-speculative decoding (draft with E layers, verify with the rest; kvq / kv / no cache
                   reuse; batches) and plain early-exit decoding
+    draft_verify  Draft & Verify (Zhang et al. 2023), Table 2's comparison: the plain model drafts with searched
+                  attention / MLP sublayers skipped and verifies with all of them
     decoding      the side-by-side timing of every decoder (ms/token, acceptance, speedup, the layer-count model)
     analysis      per-exit NLL / perplexity / accuracy, and the layers-needed probe of Fig. 2 (both readings)
     exit_tasks    task accuracy at every exit in one pass; peer: transformers' assistant_early_exit side by side

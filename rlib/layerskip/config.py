@@ -284,6 +284,10 @@ class AdaptConfig(Preset):
     decode_temperature: float  # > 0: the studies of decode_sampled_studies decode by coupled sampling (ours)
     decode_sampled_studies: tuple[str, ...]  # the others decode greedily (the paper's)
     probe_tokens: int  # greedy tokens generated after HumanEval's first prompt for Fig. 2's probe
+    dv_search_iters: int  # Draft & Verify (Table 2): skip sets the Bayesian search tries after its probes, on each
+    # study's baseline model (0: the probes only; rlib.layerskip.draft_verify)
+    dv_search_prompts: int  # validation windows the search times its decoding on
+    dv_search_tokens: int  # new tokens per search prompt
 
     PRESETS = {
         "smoke": dict(
@@ -291,9 +295,10 @@ class AdaptConfig(Preset):
             seed=0, eval_corpora=("shakespeare",), eval_windows=2, exit_stride=10, tasks=("book_cloze",),
             task_items=2, decode_exits=(10,), decode_drafts=(2,), decode_reuses=("kvq",), decode_prompts=1,
             decode_prompt_len=8, decode_new_tokens=4, decode_repeats=1, decode_temperature=1.0,
-            decode_sampled_studies=("continual",), probe_tokens=6,
-            studies=(dict(name="continual", corpus="shakespeare", steps=2, lr=3e-4, recipes=("ld_ee",), p_max=0.1,
-                          e_scale=0.2, curriculum="rotational", rotation=0),
+            decode_sampled_studies=("continual",), probe_tokens=6, dv_search_iters=1,
+            dv_search_prompts=1, dv_search_tokens=4,
+            studies=(dict(name="continual", corpus="shakespeare", steps=2, lr=3e-4, recipes=("baseline", "ld_ee"),
+                          p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=0),
                      dict(name="code", corpus="python-stdlib", steps=1, lr=3e-4, recipes=("ld_ee",), p_max=0.1,
                           e_scale=1.0, curriculum="rotational", rotation=0))),
         # about 30 min on 2 cores: 2 runs of 512-token steps at 3-5 s a step, and 3 models read exit by exit. The
@@ -307,6 +312,7 @@ class AdaptConfig(Preset):
             exit_stride=3, tasks=EXIT_TASKS, task_items=100, decode_exits=(8, 15), decode_drafts=(2, 4),
             decode_reuses=("kvq",), decode_prompts=3, decode_prompt_len=32, decode_new_tokens=40, decode_repeats=1,
             decode_temperature=1.0, decode_sampled_studies=("continual",), probe_tokens=48,
+            dv_search_iters=16, dv_search_prompts=2, dv_search_tokens=16,
             studies=(dict(name="continual", corpus="gutenberg-poetry", steps=160, lr=3e-4,
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
                      )),
@@ -316,6 +322,7 @@ class AdaptConfig(Preset):
             exit_stride=1, tasks=EXIT_TASKS, task_items=200, decode_exits=(6, 10, 15, 20), decode_drafts=(2, 4, 8),
             decode_reuses=("kvq", "kv", "none"), decode_prompts=32, decode_prompt_len=64, decode_new_tokens=128,
             decode_repeats=3, decode_temperature=0.0, decode_sampled_studies=(), probe_tokens=64,
+            dv_search_iters=200, dv_search_prompts=4, dv_search_tokens=32,
             studies=(dict(name="continual", corpus="gutenberg-poetry", steps=2000, lr=3e-4,
                           recipes=("baseline", "ld_ee"), p_max=0.1, e_scale=0.2, curriculum="rotational", rotation=8),
                      dict(name="code", corpus="python-stdlib", steps=1000, lr=3e-4, recipes=("baseline", "ld", "ee",
@@ -324,7 +331,7 @@ class AdaptConfig(Preset):
     }
     # cpu-long: cpu's continual study (its runs read back: a run is keyed on its own study) plus code fine-tuning
     # (Fig. 10a, Table 4's HumanEval decoding)
-    PRESETS["cpu-long"] = {**PRESETS["cpu"], "studies": (
+    PRESETS["cpu-long"] = {**PRESETS["cpu"], "dv_search_iters": 48, "dv_search_prompts": 4, "studies": (
         *PRESETS["cpu"]["studies"],
         dict(name="code", corpus="python-stdlib", steps=100, lr=3e-4, recipes=("baseline", "ld_ee"), p_max=0.1,
              e_scale=1.0, curriculum="rotational", rotation=16))}
@@ -342,6 +349,9 @@ class AdaptConfig(Preset):
         if stray:
             raise ConfigError(f"decode_sampled_studies {stray} are not studies of this config ({names})")
         _check_temperature(self.decode_temperature)
+        if min(self.dv_search_iters, self.dv_search_prompts - 1, self.dv_search_tokens - 2) < 0:
+            raise ConfigError(f"dv_search_iters={self.dv_search_iters} must be >= 0, dv_search_prompts="
+                              f"{self.dv_search_prompts} >= 1 and dv_search_tokens={self.dv_search_tokens} >= 2")
         if self.decode_sampled_studies and self.decode_temperature == 0:
             raise ConfigError(f"decode_sampled_studies {list(self.decode_sampled_studies)} need decode_temperature "
                               "> 0 (or leave them empty to decode every study greedily)")
@@ -388,9 +398,10 @@ class AdaptConfig(Preset):
                            mixed_precision=self.precision)
 
     def eval_key(self) -> dict[str, Any]:
-        """The settings every reading of a model depends on (not the decoding settings: decoding is never cached)."""
-        return {k: v for k, v in self.to_dict().items()
-                if k not in ("studies", "warmup_steps", "batch_size") and not k.startswith(("decode_", "probe_"))}
+        """The settings every reading of a model depends on (not the decoding settings, Draft & Verify's search
+        included: decoding is never cached)."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("studies", "warmup_steps", "batch_size")
+                and not k.startswith(("decode_", "probe_", "dv_search_"))}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@
     adapt_generations / scratch_generations  Figs. 7 and 9: a few early-exit continuations with their wrong tokens
                       marked, beside self-speculation's (`rlib.layerskip.generations`)
     adapt_decoding    the pretrained model's studies (`rlib.layerskip.adapt`) on HumanEval prompts (the code study:
-                      Table 4's HumanEval setting) or held-out windows of the study's corpus
+                      Table 4's HumanEval setting) or held-out windows of the study's corpus; with a skip set, Draft &
+                      Verify on the baseline model beside them (Table 2's comparison)
+    adapt_skip_search Draft & Verify's skip set for a study's baseline model (`rlib.layerskip.draft_verify`)
     scratch_quality / adapt_quality  Tables 2-4's ROUGE-2 column: every decoder's output of a decoding study scored
                       against each prompt's reference (`rlib.layerskip.quality`), from the study's `OutputLog`
 
@@ -46,14 +48,23 @@ from rlib.layerskip.config import (
     ParseConfig,
     sampling_of,
 )
-from rlib.layerskip.decoding import OutputLog, TimingLog, benchmark_decoding, decode_cases, draft_vocabulary
+from rlib.layerskip.decoding import (
+    DecodeCase,
+    OutputLog,
+    TimingLog,
+    benchmark_decoding,
+    decode_cases,
+    draft_verify_case,
+    draft_vocabulary,
+)
+from rlib.layerskip.draft_verify import SkipSearch, SkipSet, search_skip_set
 from rlib.layerskip.sampling import Sampling
 from rlib.model import Decoder
 
-__all__ = ["adapt_decoding", "adapt_generations", "adapt_quality", "decode_models", "figure_prompts",
-           "humaneval_problems", "humaneval_prompts", "parse_costs", "parse_decoding", "parse_matmul_ablation",
-           "probe_models", "scratch_costs", "scratch_decoding", "scratch_generations", "scratch_prompts",
-           "scratch_quality"]
+__all__ = ["adapt_decoding", "adapt_generations", "adapt_quality", "adapt_skip_search", "decode_models",
+           "figure_prompts", "humaneval_problems", "humaneval_prompts", "parse_costs", "parse_decoding",
+           "parse_matmul_ablation", "probe_models", "scratch_costs", "scratch_decoding", "scratch_generations",
+           "scratch_prompts", "scratch_quality"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
@@ -61,8 +72,10 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
                   peers: bool, full: tuple[str, ...] | None = None, eos_ids: tuple[int, ...] = (),
                   score=None, draft_vocab: torch.Tensor | None = None,
                   sampling: Sampling | None = None, timings: TimingLog | None = None,
-                  outputs: OutputLog | None = None) -> pd.DataFrame:
-    """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). peers: also time
+                  outputs: OutputLog | None = None,
+                  extra: dict[str, list[DecodeCase]] | None = None) -> pd.DataFrame:
+    """One row per (model, case): `benchmark_decoding`'s columns plus `recipe` (the model's label). extra: more cases
+    per label (e.g. Draft & Verify on the plain model), timed in the same rounds as its others. peers: also time
     transformers' greedy and early-exit assisted generation on each model exported to transformers (greedy decoding
     only: with `sampling` they are left out, as they cannot share its noise). full: the labels that get every reuse
     mode, the peers and (given a task vocabulary `draft_vocab`) the rows drafting over it (default all); the others
@@ -79,6 +92,7 @@ def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits
         whole = full is None or label in full
         cases = decode_cases(exits, drafts, reuses if whole else ("kvq",), peers=peers and whole,
                              draft_vocab=whole and draft_vocab is not None)
+        cases += (extra or {}).get(label, [])
         with (timings.tagged(recipe=label) if timings is not None else nullcontext(),
               outputs.tagged(recipe=label) if outputs is not None else nullcontext()):
             table = benchmark_decoding(model, prompts, cases, new_tokens, repeats,
@@ -208,20 +222,38 @@ def scratch_generations(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ..
     return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*frames))
 
 
+def adapt_skip_search(cfg: AdaptConfig, work: Path, study: str) -> SkipSearch:
+    """Draft & Verify's skip set for the study's baseline model (`draft_verify.search_skip_set`): the probes and
+    `dv_search_iters` suggested sets, each timed on `dv_search_prompts` validation windows of the study's corpus
+    (`dv_search_tokens` new tokens each, decoded as the study decodes), disjoint from the test windows it is then
+    timed on."""
+    model = adapt.load_model(work, AdaptRun(study, "baseline").name, cfg)
+    windows = data.heldout_windows(cfg.study(study).corpus, cfg.model, cfg.decode_prompt_len, cfg.dv_search_prompts,
+                                   split="validation", seed=DECODE_SEED)
+    return search_skip_set(model, _window_prompts(windows, cfg.decode_prompt_len), cfg.dv_search_tokens,
+                           cfg.dv_search_iters, sampling=cfg.decode_sampling(study),
+                           desc=f"Draft & Verify search ({study} baseline)")
+
+
 def adapt_decoding(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...],
                    peers: bool = False, source: Decoder | None = None,
-                   timings: TimingLog | None = None, outputs: OutputLog | None = None) -> pd.DataFrame:
+                   timings: TimingLog | None = None, outputs: OutputLog | None = None,
+                   draft_verify: SkipSet | None = None) -> pd.DataFrame:
     """A study's models of `recipes` (SOURCE names the pretrained model: `source`, or loaded from the
     config) on the study's prompts: HumanEval for a study on python-stdlib, held-out windows of its corpus otherwise;
     greedy, or by coupled sampling for the config's `decode_sampled_studies`. timings, outputs: as in
-    `scratch_decoding` (outputs for `adapt_quality`)."""
+    `scratch_decoding` (outputs for `adapt_quality`). draft_verify: the baseline model's Draft & Verify skip set
+    (`adapt_skip_search`): one more case on that model, in the same rounds as its autoregressive decoding."""
     prompts = _adapt_prompts(cfg, study)
     names = {recipe: recipe if recipe == SOURCE else AdaptRun(study, recipe).name for recipe in recipes}
     models = {recipe: source if recipe == SOURCE and source is not None else adapt.load_model(work, name, cfg)
               for recipe, name in names.items()}
+    if draft_verify is not None and "baseline" not in models:
+        raise ConfigError(f"draft_verify decodes the baseline model, which recipes {list(recipes)} leave out")
+    extra = {"baseline": [draft_verify_case(draft_verify)]} if draft_verify is not None else None
     table = decode_models(models, prompts, cfg.decode_exits, cfg.decode_drafts, cfg.decode_reuses,
                           cfg.decode_new_tokens, cfg.decode_repeats, peers, sampling=cfg.decode_sampling(study),
-                          timings=timings, outputs=outputs)
+                          timings=timings, outputs=outputs, extra=extra)
     table.insert(0, "study", study)
     return table
 

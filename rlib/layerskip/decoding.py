@@ -27,6 +27,9 @@ Our decoders run inside `rlib.model.decode_matmul.fast_decoding` (`fast_matmul`,
 product takes the faster of three BLAS paths, for the baseline and self-speculation alike (column `fast_matmul`).
 Transformers' decoders run on their own weights, untouched.
 
+`draft_verify` cases decode with Draft & Verify (`rlib.layerskip.draft_verify`, the paper's Table 2 comparison): the
+plain model drafts with some sublayers skipped and verifies with all of them; exact like self-speculation.
+
 `draft_vocab` cases (beyond the paper) draft over a task vocabulary only: the ids given to `benchmark_decoding` plus the
 prompt's own ids (a parse copies its slot values from the utterance), gathered per prompt inside the timed call.
 
@@ -46,6 +49,7 @@ import pandas as pd
 import torch
 
 from rlib.config import ConfigError
+from rlib.layerskip.draft_verify import OFFICIAL_DRAFTING, DraftExit, SkipSet, draft_verify_generate
 from rlib.layerskip.peer import hf_early_exit_generate, hf_greedy_generate
 from rlib.layerskip.sampling import Sampling
 from rlib.layerskip.speculative import REUSE_MODES, early_exit_generate, self_speculative_generate
@@ -54,9 +58,9 @@ from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
 __all__ = ["METHODS", "DecodeCase", "OutputLog", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
-           "draft_vocabulary", "paired_ratios", "predicted_speedup", "run_case", "vocab_rows"]
+           "draft_verify_case", "draft_vocabulary", "paired_ratios", "predicted_speedup", "run_case", "vocab_rows"]
 
-METHODS = ("autoregressive", "early_exit", "self_speculative", "hf_greedy", "hf_early_exit")
+METHODS = ("autoregressive", "early_exit", "self_speculative", "draft_verify", "hf_greedy", "hf_early_exit")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class DecodeCase:
     n_draft: int = 0  # d (self_speculative, hf_early_exit)
     reuse: str = ""  # self_speculative: kvq | kv | none
     draft_vocab: bool = False  # self_speculative: draft over the task vocabulary only (module docstring)
+    skip: SkipSet | None = None  # draft_verify: the sublayers its drafter skips (`rlib.layerskip.draft_verify`)
+    drafting: DraftExit = OFFICIAL_DRAFTING  # draft_verify: its adaptive draft-exiting
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -74,12 +80,16 @@ class DecodeCase:
             raise ConfigError(f"reuse={self.reuse!r}: choose from {list(REUSE_MODES)}")
         if self.draft_vocab and self.method != "self_speculative":
             raise ConfigError(f"draft_vocab applies to self_speculative only, not {self.method!r}")
+        if (self.skip is None) != (self.method != "draft_verify"):
+            raise ConfigError(f"skip (a draft_verify.SkipSet) goes with method 'draft_verify' only; got method "
+                              f"{self.method!r} with skip={self.skip}")
 
     @property
     def label(self) -> str:
         vocab = " vocab" if self.draft_vocab else ""
         parts = {"early_exit": f"E={self.exit_layer}", "self_speculative": f"E={self.exit_layer} d={self.n_draft} "
-                 f"{self.reuse}{vocab}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}"}
+                 f"{self.reuse}{vocab}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}",
+                 "draft_verify": f"{self.skip.label if self.skip else ''} d<={self.drafting.max_drafts}"}
         return f"{self.method} {parts[self.method]}" if self.method in parts else self.method
 
 
@@ -149,6 +159,11 @@ def decode_cases(exits: tuple[int, ...], drafts: tuple[int, ...], reuses: tuple[
     return cases
 
 
+def draft_verify_case(skip: SkipSet, drafting: DraftExit = OFFICIAL_DRAFTING) -> DecodeCase:
+    """Draft & Verify with `skip` (`rlib.layerskip.draft_verify`); its n_draft is the drafts' cap per round."""
+    return DecodeCase("draft_verify", n_draft=drafting.max_drafts, skip=skip, drafting=drafting)
+
+
 def predicted_speedup(acceptance: float, n_draft: int, exit_layer: int, n_layers: int, rho: float = 1.0) -> float:
     """S_pred of the layer-count model (module docstring)."""
     return (acceptance * n_draft + 1) * n_layers / ((n_draft + 1) * exit_layer + rho * (n_layers - exit_layer))
@@ -193,6 +208,9 @@ def run_case(case: DecodeCase, model: Decoder, prompt: torch.Tensor, max_new_tok
             vocab = torch.unique(torch.cat([draft_vocab.to(prompt.device), prompt[0]]))  # [V' + prompt]
         return self_speculative_generate(model, prompt, max_new_tokens, case.exit_layer, case.n_draft, case.reuse,
                                          eos_ids=eos_ids, draft_vocab=vocab, sampling=sampling)
+    if case.method == "draft_verify":
+        return draft_verify_generate(model, prompt, max_new_tokens, case.skip, case.drafting, eos_ids=eos_ids,
+                                     sampling=sampling)
     if case.method == "early_exit":
         return early_exit_generate(model, prompt, max_new_tokens, case.exit_layer, eos_ids=eos_ids,
                                    sampling=sampling), None

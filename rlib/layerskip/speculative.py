@@ -41,7 +41,8 @@ from rlib.config import ConfigError
 from rlib.layerskip.sampling import Sampling, TokenChooser
 from rlib.model import Decoder, KVCache
 
-__all__ = ["REUSE_MODES", "SpeculativeStats", "draft_head", "early_exit_generate", "self_speculative_generate"]
+__all__ = ["REUSE_MODES", "SpeculativeStats", "accept_drafts", "draft_head", "early_exit_generate",
+           "self_speculative_generate", "stopping_and_choice"]
 
 REUSE_MODES = ("kvq", "kv", "none")
 
@@ -104,6 +105,31 @@ def _trim(new: torch.Tensor, eos: torch.Tensor, max_new_tokens: int) -> torch.Te
     return new
 
 
+def stopping_and_choice(model: Decoder, input_ids: torch.Tensor, max_new_tokens: int, eos_ids: tuple[int, ...] | None,
+                        sampling: Sampling | None) -> tuple[torch.Tensor, torch.Tensor, TokenChooser]:
+    """What every decoder here starts from: the stop ids [n_eos] (default the model's), the id a finished row is padded
+    with, and the token chooser of every position it can generate (greedy, or `sampling`'s noise)."""
+    eos_ids = model.config.eos_ids if eos_ids is None else eos_ids
+    eos = torch.tensor(eos_ids, dtype=torch.long, device=input_ids.device)
+    fill = eos[0] if len(eos) else torch.tensor(0, device=input_ids.device)
+    choose = TokenChooser(sampling, input_ids.shape[0], input_ids.shape[1] + max_new_tokens, model.config.vocab_size,
+                          input_ids.device)
+    return eos, fill, choose
+
+
+def accept_drafts(drafted: torch.Tensor, verified: torch.Tensor, finished: torch.Tensor, eos: torch.Tensor,
+                  fill) -> tuple[torch.Tensor, int, torch.Tensor]:
+    """Verification's outcome for drafts [B, n] and the verifier's choices [B, n + 1] after each prefix: the tokens to
+    commit [B, k + 1] (the k drafts every unfinished row agrees on, then the verifier's next token), k, and the
+    updated `finished` [B] (module docstring: batches)."""
+    n_drafted = drafted.shape[1]
+    agree = torch.cumprod((drafted == verified[:, :n_drafted]).long(), dim=1).sum(1)  # [B] accepted prefix
+    accepted = int(agree[~finished].min()) if bool((~finished).any()) else n_drafted
+    commit = torch.cat([drafted[:, :accepted], verified[:, accepted:accepted + 1]], dim=1)  # [B, k + 1]
+    commit = _pad_after_eos(commit, finished, eos, fill)
+    return commit, accepted, finished | torch.isin(commit, eos).any(1)
+
+
 def draft_head(model: Decoder, draft_vocab: torch.Tensor | None, choose: TokenChooser | None = None):
     """(hidden [B, 1, D], its token's position) -> the draft [B, 1]: the shared head's argmax (greedy, or perturbed by
     `choose`'s noise for that position) over the whole vocabulary, or over `draft_vocab` only (the rows of the head
@@ -152,12 +178,8 @@ def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_t
         raise ConfigError(f"n_draft={n_draft} must be >= 0")
     n_layers = len(model.plan)
     early, late = range(exit_layer), range(exit_layer, n_layers)
-    eos_ids = model.config.eos_ids if eos_ids is None else eos_ids
-    eos = torch.tensor(eos_ids, dtype=torch.long, device=input_ids.device)
-    fill = eos[0] if len(eos) else torch.tensor(0, device=input_ids.device)
+    eos, fill, choose = stopping_and_choice(model, input_ids, max_new_tokens, eos_ids, sampling)
     seq, prompt_len = input_ids, input_ids.shape[1]
-    choose = TokenChooser(sampling, input_ids.shape[0], prompt_len + max_new_tokens, model.config.vocab_size,
-                          input_ids.device)
     propose = draft_head(model, draft_vocab, choose)
     cache = model.new_cache()
     draft_cache = model.new_cache() if reuse == "none" else cache
@@ -192,11 +214,7 @@ def self_speculative_generate(model: Decoder, input_ids: torch.Tensor, max_new_t
                 cache.crop(cached, early)  # forget the drafts' early-layer entries: they are recomputed below
             hidden = _run(model, range(n_layers), model.embed_tokens(verify_ids), cached, cache)
         verified = choose(model.head(hidden[:, pending.shape[1] - 1:]), seq.shape[1])  # [B, n + 1]
-        agree = torch.cumprod((drafted == verified[:, :n_drafted]).long(), dim=1).sum(1)  # [B] accepted prefix
-        accepted = int(agree[~finished].min()) if bool((~finished).any()) else n_drafted
-        commit = torch.cat([drafted[:, :accepted], verified[:, accepted:accepted + 1]], dim=1)  # [B, k + 1]
-        commit = _pad_after_eos(commit, finished, eos, fill)
-        finished = finished | torch.isin(commit, eos).any(1)
+        commit, accepted, finished = accept_drafts(drafted, verified, finished, eos, fill)
         seq = torch.cat([seq, commit], dim=1)
         cached = seq.shape[1] - 1  # every committed token but the verifier's last one has keys/values now
         cache.crop(cached)
@@ -219,11 +237,7 @@ def early_exit_generate(model: Decoder, input_ids: torch.Tensor, max_new_tokens:
     """Decoding with the first E layers and the shared head only (Sec. 4.2), greedy or with `sampling`:
     [B, T] -> [B, T + n]."""
     _check(model, input_ids, max_new_tokens, exit_layer)
-    eos_ids = model.config.eos_ids if eos_ids is None else eos_ids
-    eos = torch.tensor(eos_ids, dtype=torch.long, device=input_ids.device)
-    fill = eos[0] if len(eos) else torch.tensor(0, device=input_ids.device)
-    choose = TokenChooser(sampling, input_ids.shape[0], input_ids.shape[1] + max_new_tokens,
-                          model.config.vocab_size, input_ids.device)
+    eos, fill, choose = stopping_and_choice(model, input_ids, max_new_tokens, eos_ids, sampling)
     cache = model.new_cache()
     tokens, start, new = input_ids, 0, []
     finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)

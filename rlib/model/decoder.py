@@ -10,6 +10,7 @@ is a different plan over fewer blocks, not a fork of the code:
 
 Seams for the book's later chapters:
     run_step(depth, x, ctx)   one step on any hidden states, e.g. a router's subset with its original positions
+                              (or one sublayer of it: attention=False / mlp=False skip the other)
     head(hidden)              final norm + LM head (+ soft-cap), shared by every early exit
     forward(return_hidden=True)  the hidden state after every step; forward(n_steps=k) stops after k steps
     Projection.adapters       per-depth additive terms on every linear map of the blocks (depth-wise LoRA)
@@ -166,12 +167,20 @@ class Decoder(nn.Module):
         rope = {theta: self.rotary.cos_sin(positions, theta, dtype) for theta in sorted(thetas)}
         return StepContext(positions=positions, rope=rope, cache=cache, plain_causal=plain_causal)
 
-    def run_step(self, depth: int, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
-        """Run plan step `depth` on x [B, T, D_model] (any tokens, at ctx.positions) -> [B, T, D_model]."""
+    def run_step(self, depth: int, x: torch.Tensor, ctx: StepContext, attention: bool = True,
+                 mlp: bool = True) -> torch.Tensor:
+        """Run plan step `depth` on x [B, T, D_model] (any tokens, at ctx.positions) -> [B, T, D_model].
+        attention / mlp False: skip that sublayer (its residual passes x through; a skipped attention writes no
+        keys/values): Draft & Verify's drafter (`rlib.layerskip.draft_verify`)."""
         step = self.plan.steps[depth]
         ctx.depth, ctx.slot, ctx.reuse_kv = depth, step.slot, step.reuse_kv
         ctx.window, ctx.rope_theta = step.window, step.rope_theta
-        return self.blocks[step.block](x, ctx)
+        block = self.blocks[step.block]
+        if attention and mlp:
+            return block(x, ctx)
+        if attention:
+            x = block.attention_residual(x, ctx)
+        return block.mlp_residual(x, ctx.depth) if mlp else x
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """Final norm, LM head (tied or not) and optional soft-cap: [B, T, D_model] -> [B, T, V]."""

@@ -314,11 +314,19 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         """x [B, T, D_model] -> [B, T, D_model]."""
+        return self.mlp_residual(self.attention_residual(x, ctx), ctx.depth)
+
+    def attention_residual(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        """The attention sublayer with its residual: x + attn(norm(x)) [B, T, D_model] (a drafter that skips the MLP
+        sublayer, Draft & Verify's, runs this half alone)."""
         update = self.attn(self.attn_norm(x, ctx.depth), ctx)
         if self.attn_out_norm is not None:
             update = self.attn_out_norm(update, ctx.depth)
-        x = x + update
-        update = self.mlp(self.mlp_norm(x, ctx.depth), ctx.depth)
+        return x + update
+
+    def mlp_residual(self, x: torch.Tensor, depth: int | RowDepths | None = None) -> torch.Tensor:
+        """The MLP sublayer with its residual: x + mlp(norm(x)) [B, T, D_model]."""
+        update = self.mlp(self.mlp_norm(x, depth), depth)
         if self.mlp_out_norm is not None:
-            update = self.mlp_out_norm(update, ctx.depth)
+            update = self.mlp_out_norm(update, depth)
         return x + update
