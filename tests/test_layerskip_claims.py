@@ -21,9 +21,10 @@ from tests.test_layerskip_tables import record, results
 FIGURES = Path(__file__).resolve().parents[1] / "figures" / "05_layerskip"
 H, N, M, T = "held", "not held", "not measured", "not testable at this scale"
 
-# The committed cpu tables' verdicts (the 2026-11-27 cpu run: the from-scratch baseline and LD+EE, decoded by coupled
-# sampling, and the continual study; code fine-tuning, the parsing study and the other from-scratch recipes are left to
-# cpu-long, so their claims are not measured here, each saying so).
+# The committed cpu tables' verdicts (the 2026-12-05 cpu run at 810fb70, models trained in fp32 on an AVX2 host: the
+# from-scratch baseline and LD+EE, decoded by coupled sampling, and the continual study with its Draft & Verify row;
+# code fine-tuning, the parsing study and the other from-scratch recipes are left to cpu-long, so their claims are not
+# measured here, each saying so).
 EXPECTED_CPU = {
     "ls.fig2.pretrained_layers_needed": H, "ls.ours.fig2_probe_after_layerskip": N,
     "ls.fig8.scratch_early_exits_better": H, "ls.fig8.scratch_early_exits_better.ours": N,
@@ -43,7 +44,7 @@ EXPECTED_CPU = {
     "ls.tab10.early_exit_em": M, "ls.tab10.early_exit_time": N, "ls.exact.scratch": H,
     "ls.tab10.acceptance_rises_with_e.scratch": N, "ls.tab10.acceptance_rises_with_e.scratch.ours": H,
     "ls.s8.recipe_required.scratch": N, "ls.s8.recipe_required.scratch.ours": N, "ls.exact.continual": H,
-    "ls.tab10.acceptance_rises_with_e.continual": H, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
+    "ls.tab10.acceptance_rises_with_e.continual": N, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
     "ls.s8.recipe_required.continual": N, "ls.s8.recipe_required.continual.ours": N, "ls.exact.code": M,
     "ls.tab10.acceptance_rises_with_e.code": M, "ls.tab10.acceptance_rises_with_e.code.ours": M,
     "ls.s8.recipe_required.code": M, "ls.s8.recipe_required.code.ours": M, "ls.exact.parse": M,
@@ -53,9 +54,9 @@ EXPECTED_CPU = {
     "ls.tab6.kvq_reuse.parse": M, "ls.tab6.kvq_reuse.parse.ours": M, "ls.ours.vs_transformers.parse": M,
     "ls.tab3.scratch_speedup": N, "ls.tab3.scratch_speedup.ours": N, "ls.tab2.continual_speedup": N,
     "ls.tab2.continual_speedup.ours": N, "ls.tab4.code_speedup": M, "ls.tab4.code_speedup.ours": M,
-    "ls.tab10.parse_speedup": M, "ls.tab10.parse_speedup.ours": M, "ls.new.tab2_generation_quality": M,
-    "ls.tab3.generation_quality.scratch": M, "ls.tab4.generation_quality.code": M,
-    "ls.new.fig9_scratch_generations": H, "ls.tab23.model_size_trends": T, "ls.tab2.vs_draft_and_verify": M,
+    "ls.tab10.parse_speedup": M, "ls.tab10.parse_speedup.ours": M, "ls.new.tab2_generation_quality": N,
+    "ls.tab3.generation_quality.scratch": N, "ls.tab4.generation_quality.code": M,
+    "ls.new.fig9_scratch_generations": H, "ls.tab23.model_size_trends": T, "ls.tab2.vs_draft_and_verify": N,
     "ls.ours.task_vocabulary_drafting": M, "ls.ours.fast_decoding": M, "ls.ours.cost_model": M,
     "ls.ours.whole_head_cost": M,
 }
