@@ -295,9 +295,9 @@ run.table(tables.cost_table(scratch_predicted), "cost_model_scratch", floatfmt="
 # Table 2 also sets LayerSkip beside **Draft & Verify** (Zhang et al. 2023): the plain model drafts with some of its
 # attention and MLP sublayers skipped, and verifies with all of them. It needs no training, but it cannot reuse the
 # draft's cache (Sec. 3): verification reruns every layer. Which sublayers to skip is searched on validation windows,
-# by Bayesian optimisation of measured tokens/s as in the official code (`rlib.layerskip.draft_verify`; a few dozen
-# tries here, 1000 there); the best set then decodes the same test prompts as the other decoders, in the same rounds
-# as the plain model's autoregressive decoding:
+# by Bayesian optimisation of measured tokens/s as in the official code (`rlib.layerskip.draft_verify`; three probes
+# and `dv_search_iters` suggestions, 19 tries in the cpu profile, 1000 there); the best set then decodes the same test
+# prompts as the other decoders, in the same rounds as the plain model's autoregressive decoding:
 
 # %%
 pretrained_decoding, pretrained_outputs = {}, {}
