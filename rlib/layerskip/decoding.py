@@ -89,7 +89,7 @@ class DecodeCase:
         vocab = " vocab" if self.draft_vocab else ""
         parts = {"early_exit": f"E={self.exit_layer}", "self_speculative": f"E={self.exit_layer} d={self.n_draft} "
                  f"{self.reuse}{vocab}", "hf_early_exit": f"E={self.exit_layer} d={self.n_draft}",
-                 "draft_verify": f"{self.skip.label if self.skip else ''} d<={self.drafting.max_drafts}"}
+                 "draft_verify": f"{self.skip.label} d<={self.drafting.max_drafts}" if self.skip else ""}
         return f"{self.method} {parts[self.method]}" if self.method in parts else self.method
 
 

@@ -142,15 +142,7 @@ class _Threshold:
 def _skipping_run(model: Decoder, skip: SkipSet, x: torch.Tensor, start: int, cache) -> torch.Tensor:
     """The drafter: every layer with its skipped sublayers passed through, x [B, T, D] at positions start.. ->
     [B, T, D] (non-skipped attention appends to cache)."""
-    batch, tokens, _ = x.shape
-    positions = torch.arange(start, start + tokens, device=x.device).expand(batch, tokens)  # [B, T]
-    ctx = model.context(positions, x.dtype, cache)
-    attention, mlp = set(skip.attention), set(skip.mlp)
-    for depth in range(len(model.plan)):
-        if depth in attention and depth in mlp:
-            continue
-        x = model.run_step(depth, x, ctx, attention=depth not in attention, mlp=depth not in mlp)
-    return x
+    return _run(model, range(len(model.plan)), x, start, cache, frozenset(skip.attention), frozenset(skip.mlp))
 
 
 def _chosen_probability(logits: torch.Tensor, chosen: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:
@@ -259,6 +251,8 @@ def search_skip_set(model: Decoder, prompts: list[torch.Tensor], new_tokens: int
         raise ConfigError(f"n_iter={n_iter} must be >= 0 and new_tokens={new_tokens} >= 2")
     n_layers = len(model.plan)
     probes = middle_probes(n_layers) if probes is None else probes
+    for probe in probes:  # a bad probe is refused before any timing
+        probe.check(n_layers)
     if not probes and n_iter == 0:
         raise ConfigError("nothing to evaluate: give probes or n_iter >= 1")
     names = [f"x{i:03d}" for i in range(2 * n_layers)]
@@ -279,7 +273,6 @@ def search_skip_set(model: Decoder, prompts: list[torch.Tensor], new_tokens: int
         for iteration in progress(range(len(probes) + n_iter), desc=desc, unit="set"):
             if iteration < len(probes):
                 source, skip = "probe", probes[iteration]
-                skip.check(n_layers)
                 point = dict(zip(names, skip.values(n_layers)))
             else:
                 source, point = "suggested", optimizer.suggest()

@@ -64,13 +64,15 @@ class SpeculativeStats:
         return self.new_tokens / self.rounds if self.rounds else float("nan")
 
 
-def _run(model: Decoder, depths: range, x: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:
-    """Run plan steps `depths` on hidden states x [B, T, D] at positions start..start + T - 1, appending to cache."""
+def _run(model: Decoder, depths: range, x: torch.Tensor, start: int, cache: KVCache | None,
+         no_attention: frozenset[int] = frozenset(), no_mlp: frozenset[int] = frozenset()) -> torch.Tensor:
+    """Run plan steps `depths` on hidden states x [B, T, D] at positions start..start + T - 1, appending to cache;
+    the steps in no_attention / no_mlp skip that sublayer (Draft & Verify's drafter)."""
     batch, tokens, _ = x.shape
     positions = torch.arange(start, start + tokens, device=x.device).expand(batch, tokens)  # [B, T]
     ctx = model.context(positions, x.dtype, cache)
     for depth in depths:
-        x = model.run_step(depth, x, ctx)
+        x = model.run_step(depth, x, ctx, attention=depth not in no_attention, mlp=depth not in no_mlp)
     return x
 
 

@@ -626,7 +626,7 @@ def vs_draft_and_verify(ctx: Context, study: DecodingStudy) -> Verdict:
     dv_speedup = plain_ms / float(dv_row["ms_per_token"])
     ratio = float(layerskip.max()) / dv_speedup
     loops = {r: gate_fails(table, r) for r in (PLAIN, LS)}
-    held = ratio >= DV_RATIOS["XSUM"] and not any(v is not None for v in loops.values())
+    held = ratio >= DV_RATIOS["XSUM"] and all(v is None for v in loops.values())
     measured = (f"over the baseline's autoregressive {plain_ms:.1f} ms/token ({decoded(table)}): LayerSkip best "
                 f"{layerskip.max():.2f}x (E={int(top['exit_layer'])}, d={int(top['n_draft'])}, acceptance "
                 f"{top['acceptance']:.2f}), Draft & Verify {dv_speedup:.2f}x ({dv_row['label']}, acceptance "
