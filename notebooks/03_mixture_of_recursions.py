@@ -60,6 +60,7 @@ from rlib.mor import (
     plots,
     tables,
     throughput,
+    train_cost,
     uptrain,
 )
 from rlib.mor.model import MoRDecoder
@@ -280,6 +281,23 @@ kv_bytes = run.table(tables.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
 book.show_source(MoRProgram._recursion_pass)
 speed = run.table(throughput.throughput_table(cfg, work, results), "throughput")
 run.figure(plots.plot_throughput(speed, "Quality vs measured decode throughput"), "throughput");
+
+# %% [markdown]
+# ## Training time and peak memory at equal tokens (Sec. 3.1)
+#
+# The paper's fixed-token MoR-2 "reduces training time by 19% and cuts peak memory usage by 25%" against vanilla.
+# At equal tokens both models take the same steps on batches of the same shape, so the book times the chapter's own
+# training step for each model, each in a fresh process that also reads its peak memory. The models take turns in
+# paired rounds, so a slow spell hits both models of a round alike. The peak splits into the training state
+# (parameters, gradients, AdamW moments) and the rest:
+
+# %%
+if cfg.cost_rounds:
+    cost = run.table(train_cost.train_cost_table(cfg), "train_cost", show=False)
+    run.table(train_cost.cost_summary(cost), "train_cost_summary")
+    paper = {"step time": train_cost.PAPER_TIME_RATIO, "peak memory": train_cost.PAPER_MEMORY_RATIO}
+    run.figure(plots.plot_train_cost(cost, paper, f"MoR-2 EC vs vanilla, {cfg.tokens_per_step():,} tokens a step"),
+               "train_cost");
 
 # %% [markdown]
 # ## Up-training a pretrained model with each sharing strategy (Table 9)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["measure", "peak_rss"]
+__all__ = ["measure", "peak_rss", "process_peak_mib"]
 
 
-def _rss_mib() -> float:
+def process_peak_mib() -> float:
     """This process's peak resident set so far (MiB): VmHWM of its own address space.
 
     Not `getrusage().ru_maxrss`: Linux keeps that high-water mark across fork and exec, so a child would report
@@ -42,9 +42,9 @@ def _child(folder: str, batch: int, seq_len: int) -> dict[str, float]:
 
     from rlib.model import convert
 
-    baseline = _rss_mib()  # interpreter + torch + rlib, no model
+    baseline = process_peak_mib()  # interpreter + torch + rlib, no model
     model = convert.load(folder)
-    loaded = _rss_mib()
+    loaded = process_peak_mib()
     ids = torch.randint(0, model.config.vocab_size, (batch, seq_len), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
         model(ids)
@@ -53,8 +53,8 @@ def _child(folder: str, batch: int, seq_len: int) -> dict[str, float]:
         "param_mib": sum(p.numel() * p.element_size() for p in unique.values()) / 2**20,
         "baseline_rss_mib": baseline,
         "after_load_rss_mib": loaded,
-        "peak_rss_mib": _rss_mib(),
-        "peak_over_baseline_mib": _rss_mib() - baseline,
+        "peak_rss_mib": process_peak_mib(),
+        "peak_over_baseline_mib": process_peak_mib() - baseline,
     }
 
 

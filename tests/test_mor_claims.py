@@ -450,3 +450,45 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     got = {i: (table.loc[i, "verdict"], table.loc[i, "diagnosis"] or "") for i in expected}
     assert got == expected
     assert "not bracketed" in table.loc["mor.fig5a.compute_optimal", "evidence"]
+
+
+def _cost_rounds(monkeypatch, time_ratios, memory_ratios) -> pd.DataFrame:
+    """train_cost.csv as `train_cost_table` writes it, from scripted measurements: vanilla steps 3.0 s with a 2000 MiB
+    peak (200 MiB of state) in every round, MoR-2 EC at the given per-round ratios (128 MiB of state)."""
+    from rlib.mor import train_cost
+
+    script = []
+    for t, m in zip(time_ratios, memory_ratios):
+        script += [{"step_s": 3.0, "step_s_all": [2.9, 3.0, 3.1], "peak_mib": 2000.0, "state_mib": 200.0,
+                    "params": 13_000_000, "device": "cpu", "threads": 2},
+                   {"step_s": 3.0 * t, "step_s_all": [3.0 * t], "peak_mib": 2000.0 * m, "state_mib": 128.0,
+                    "params": 8_400_000, "device": "cpu", "threads": 2}]
+    calls = iter(script)
+    monkeypatch.setattr(train_cost, "measure_one", lambda cfg, nr, warmup, steps: next(calls))
+    return train_cost.train_cost_table(CPU, rounds=len(time_ratios))
+
+
+def test_training_time_and_memory_claim_reads_the_paired_rounds(committed, monkeypatch):
+    claim = "mor.tab3.fixed_tokens_time_memory"
+    assert verdict(committed, claim) == "not measured"  # the promoted tables predate train_cost.csv
+    held = _cost_rounds(monkeypatch, [0.78, 0.80, 0.95], [0.70, 0.74, 0.76])  # medians 0.80 and 0.74
+    row = judged({**committed, "train_cost": held}).loc[claim]
+    assert row["verdict"] == "held" and "step time 0.800x vanilla [0.780, 0.950]" in row["measured"]
+    assert "peak memory 0.740x [0.700, 0.760]" in row["measured"] and "3 paired rounds" in row["measured"]
+    # time over the paper's 0.81: the diagnosis sets it beside the forward-FLOPs ratio of main.csv
+    slow = _cost_rounds(monkeypatch, [0.85, 0.87, 0.90], [0.70, 0.70, 0.70])
+    row = judged({**committed, "train_cost": slow}).loc[claim]
+    main = committed["main"]
+    flops = (main.loc[(main["label"] == "MoR-2 EC") & (main["budget"] == "tokens"), "flops_per_token_m"].iloc[0]
+             / main.loc[main["label"] == "Vanilla", "flops_per_token_m"].iloc[0])
+    assert row["verdict"] == "not held" and row["diagnosis"] == "scale"
+    assert f"forward FLOPs per token are {flops:.3f}x" in row["evidence"] and "peak" not in row["evidence"]
+    # memory over 0.75: the evidence splits the peak into training state and the rest
+    heavy = _cost_rounds(monkeypatch, [0.70, 0.70, 0.70], [0.83, 0.84, 0.85])
+    row = judged({**committed, "train_cost": heavy}).loc[claim]
+    assert row["verdict"] == "not held" and "training state (parameters, gradients, AdamW moments) is 0.640x" in \
+        row["evidence"] and "FLOPs" not in row["evidence"]
+    # fewer than the three rounds the claim's test asks for cannot decide it
+    two = _cost_rounds(monkeypatch, [0.70, 0.70], [0.70, 0.70])
+    row = judged({**committed, "train_cost": two}).loc[claim]
+    assert row["verdict"] == "not measured" and ">= 3 paired rounds" in row["measured"]

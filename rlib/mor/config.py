@@ -81,11 +81,17 @@ class MoRConfig(Preset):
     relax_rank: int = 16  # Table 13's LoRA rank, scaled with width: the paper's 64 at d 960 is ~1/15 of d
     relax_len: int = 32  # Table 13's adaptation prompt, scaled with context: the paper's 256 with 2K is 1/8 of it
     fewshot_items: int = 0  # items of book_nextline and book_cloze each main run's first seed is scored on (Table 3)
+    # Sec. 3.1's training time and peak memory of MoR-2 vs vanilla (rlib.mor.train_cost): rounds of one fresh
+    # process per model, each `cost_warmup` untimed and `cost_steps` timed optimizer steps of the chapter's recipe
+    cost_rounds: int = 3
+    cost_warmup: int = 2
+    cost_steps: int = 4
 
     # fields that only choose which runs exist (each `MoRVariant` carries its spec, budget, seed and tag) or set up a
     # study over trained models: left out of the run cache's key (Preset.grid_context)
     UNKEYED_FIELDS = ("extra_recursions", "seeds", "router_ablations", "sharings", "kv_share_rows", "gate_ablations",
-                      "router_rows", "decode_windows", "relaxations", "relax_rank", "relax_len")
+                      "router_rows", "decode_windows", "relaxations", "relax_rank", "relax_len", "cost_rounds",
+                      "cost_warmup", "cost_steps")
 
     PRESETS = {
         "smoke": dict(
@@ -94,7 +100,8 @@ class MoRConfig(Preset):
             batch_size=4, micro_batch_size=4, lr=3e-3, warmup_frac=0.1, seeds=(0,), router_ablations=("ec_aux_router",),
             sharings=("cycle", "sequence"), kv_share_rows=False, val_windows=4, eval_windows=4, evals_per_run=2,
             decode_windows=1, precision="auto", head_dim=32, gate_ablations=("ec_replace", "rec_gated"),
-            relaxations=("enc", "lora", "adapt_p"), relax_rank=4, relax_len=4, fewshot_items=4),
+            relaxations=("enc", "lora", "adapt_p"), relax_rank=4, relax_len=4, fewshot_items=4, cost_warmup=1,
+            cost_steps=1),
         # <= 40 min on 2 cores: d 256, L 14, 8192-id vocabulary, ~0.2-0.3 M tokens per run; the isoFLOP grid of
         # Table 3 (13 runs). Every run at the ablation budget (Tables 4, 8, 10-12, Fig. 5b / 9) is cpu-long's (below):
         # on the reference machine the 23-run grid took 57 min (2026-11-28), its 10 ablation runs 16.3 min of it
@@ -139,6 +146,10 @@ class MoRConfig(Preset):
         unknown = [a for a in self.relaxations if a not in RELAXATIONS]
         if unknown:
             raise ConfigError(f"relaxations {unknown} unknown; choose from {list(RELAXATIONS)}")
+        if self.cost_rounds < 0 or self.cost_warmup < 1 or self.cost_steps < 1:
+            raise ConfigError(f"cost_rounds={self.cost_rounds}, cost_warmup={self.cost_warmup}, cost_steps="
+                              f"{self.cost_steps}: rounds must be >= 0 (0 = not measured), warmup and steps >= 1 "
+                              "(the first step allocates AdamW's state and is never timed)")
         if self.fewshot_items < 0:
             raise ConfigError(f"fewshot_items={self.fewshot_items} must be >= 0 (0 = no few-shot column)")
         if self.relax_rank < 1 or self.relax_len < 1:

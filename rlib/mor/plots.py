@@ -7,6 +7,7 @@
     plot_token_depths    text coloured by each token's recursion depth (Table 14, Fig. 1 right)
     plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
     plot_throughput      test NLL against measured decode speed-up over vanilla, at B and B = Max (Fig. 4a)
+    plot_train_cost      MoR-2's training step time and peak memory over vanilla's, per paired round (Sec. 3.1)
     plot_uptraining      NLL after up-training per initialization and sharing, reduced and full references (Table 9)
     plot_budgets         test NLL against the isoFLOP budget per model (Fig. 3's axes)
     plot_compute_optimal test NLL against model size per budget, fitted optima and their path (Fig. 5a)
@@ -25,7 +26,8 @@ from rlib.mor.tables import smoothed_maxvio
 from rlib.plotting import PALETTE, loop_colours, new_figure, style
 
 __all__ = ["plot_budgets", "plot_compute_optimal", "plot_curves", "plot_depth_scaling", "plot_kv_geometry",
-           "plot_load_trace", "plot_router_outputs", "plot_throughput", "plot_token_depths", "plot_uptraining"]
+           "plot_load_trace", "plot_router_outputs", "plot_throughput", "plot_token_depths", "plot_train_cost",
+           "plot_uptraining"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -187,6 +189,34 @@ def plot_throughput(table: pd.DataFrame, title: str) -> Figure:
     ax.set_xlabel("decode throughput relative to vanilla (measured)")
     ax.set_ylabel("test NLL")
     ax.set_title(title)
+    return fig
+
+
+def plot_train_cost(table: pd.DataFrame, paper: dict[str, float], title: str) -> Figure:
+    """Left: MoR / vanilla per paired round for step time and peak memory (`rlib.mor.train_cost` rows), with the
+    paper's ratios dashed. Right: each model's median peak split into training state and the rest."""
+    style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.6), gridspec_kw={"width_ratios": [1.2, 1]})
+    mor = table[table["nr"] > 0]
+    colours = sns.color_palette(PALETTE, 2)
+    for i, (column, name) in enumerate((("step_s / vanilla", "step time"), ("peak_mib / vanilla", "peak memory"))):
+        ratios = mor[column].to_numpy()
+        jitter = np.linspace(-0.12, 0.12, len(ratios)) if len(ratios) > 1 else np.zeros(1)
+        left.plot(i + jitter, ratios, "o", color=colours[i], label=f"{name} (rounds)")
+        left.hlines(np.median(ratios), i - 0.25, i + 0.25, color=colours[i], linewidth=2)
+        left.hlines(paper[name], i - 0.3, i + 0.3, color="0.3", linestyle="--", linewidth=1)
+        left.annotate(f"paper {paper[name]:.2f}", (i + 0.3, paper[name]), fontsize=7, va="center")
+    left.axhline(1.0, color="0.6", linewidth=0.8)
+    left.set_xticks([0, 1], ["step time", "peak memory"])
+    left.set_xlim(-0.5, 1.8)
+    left.set_ylabel("MoR-2 EC / vanilla (same round)")
+    medians = table.groupby("model", sort=False)[["state_mib", "rest_mib"]].median()
+    right.bar(medians.index, medians["state_mib"], color=colours[0], label="parameters, gradients, AdamW moments")
+    right.bar(medians.index, medians["rest_mib"], bottom=medians["state_mib"], color=colours[1],
+              label="activations, workspace")
+    right.set_ylabel("peak over the process baseline (MiB)")
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
+    fig.suptitle(title)
     return fig
 
 
