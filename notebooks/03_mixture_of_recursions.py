@@ -22,6 +22,7 @@
 #
 # * Table 3 and Fig. 3: vanilla, the fixed-depth Recursive model, MoR expert-choice and token-choice at equal
 #   training FLOPs and at equal tokens, with validation loss against FLOPs spent;
+# * Sec. 3.1's training time and peak memory of MoR-2 against vanilla at equal tokens, measured step by step;
 # * Tables 4/10/11: router design rows; Table 8 / Fig. 6: parameter-sharing strategies; Table 12: KV sharing;
 # * Fig. 5c: test-time depth scaling; Fig. 5b and 9: router outputs; Table 14: depth per token over real text;
 # * Figs. 7 and 8: key/value norms and similarities across depths; Table 2's KV-memory model against real bytes;

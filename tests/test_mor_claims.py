@@ -464,7 +464,7 @@ def _cost_rounds(monkeypatch, time_ratios, memory_ratios) -> pd.DataFrame:
                    {"step_s": 3.0 * t, "step_s_all": [3.0 * t], "peak_mib": 2000.0 * m, "state_mib": 128.0,
                     "params": 8_400_000, "device": "cpu", "threads": 2}]
     calls = iter(script)
-    monkeypatch.setattr(train_cost, "measure_one", lambda cfg, nr, warmup, steps: next(calls))
+    monkeypatch.setattr(train_cost, "measure_one", lambda cfg, spec, warmup, steps: next(calls))
     return train_cost.train_cost_table(CPU, rounds=len(time_ratios))
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from rlib.config import ConfigError
-from rlib.mor import plots, train_cost
+from rlib.mor import MoRSpec, plots, train_cost
 from rlib.mor.config import MoRConfig
 
 SMOKE = MoRConfig.preset("smoke")
 
 
 def test_one_measurement_times_the_steps_after_warmup_and_reads_a_peak_above_the_training_state():
-    got = train_cost.measure_one(SMOKE, 2, warmup=1, steps=2)
+    got = train_cost.measure_one(SMOKE, MoRSpec.expert(2), warmup=1, steps=2)
     assert len(got["step_s_all"]) == 2 and all(s > 0 for s in got["step_s_all"])
     assert min(got["step_s_all"]) <= got["step_s"] <= max(got["step_s_all"])
     # fp32 parameters: the state is parameters + gradients + AdamW's two moments, 16 bytes a parameter
@@ -33,7 +33,12 @@ def test_rounds_pair_each_mor_measurement_with_its_own_rounds_vanilla(monkeypatc
                    {"step_s": 3.0, "step_s_all": [3.0], "peak_mib": 80.0, "state_mib": 6.0, "params": 6,
                     "device": "cpu", "threads": 2}])
     order = []
-    monkeypatch.setattr(train_cost, "measure_one", lambda cfg, nr, warmup, steps: order.append(nr) or next(script))
+
+    def measure(cfg, spec, warmup, steps):
+        order.append(spec and spec.n_recursions)
+        return next(script)
+
+    monkeypatch.setattr(train_cost, "measure_one", measure)
     table = train_cost.train_cost_table(SMOKE, rounds=2)
     assert order == [None, 2, None, 2]  # alternating: vanilla, MoR, vanilla, MoR
     mor = table[table["model"] == "MoR-2 EC"]
@@ -49,7 +54,7 @@ def test_rounds_pair_each_mor_measurement_with_its_own_rounds_vanilla(monkeypatc
 
 def test_bad_settings_are_refused_before_any_process_starts():
     with pytest.raises(ValueError, match="warmup=0"):
-        train_cost.measure_one(SMOKE, 2, warmup=0, steps=2)
+        train_cost.measure_one(SMOKE, MoRSpec.expert(2), warmup=0, steps=2)
     with pytest.raises(ValueError, match="rounds=0"):
         train_cost.train_cost_table(SMOKE, rounds=0)
     with pytest.raises(ConfigError, match="cost_warmup=0"):

@@ -20,7 +20,7 @@ micro batches, the MoR router-loss hook). It reports:
 
 Rounds alternate the models (vanilla, MoR, vanilla, MoR, ...), so that a slow spell of a shared machine hits both
 models of a round. The ratios are per round (MoR over the same round's vanilla) and are summarised as median, min
-and max:
+and max (`benchmarks/mor_train_speed.py` runs the same measurement over more models):
 
     table = train_cost_table(cfg)            # one row per model and round, and the ratio columns
     summary = cost_summary(table)            # one row per model: medians and the per-round ratio spread
@@ -41,20 +41,16 @@ import numpy as np
 import pandas as pd
 
 from rlib.mor.config import MoRConfig, MoRVariant
+from rlib.mor.spec import MoRSpec
 from rlib.progress import progress
 
-__all__ = ["MODELS", "PAPER_MEMORY_RATIO", "PAPER_TIME_RATIO", "cost_summary", "measure_one", "train_cost_table"]
+__all__ = ["MODELS", "PAPER_MEMORY_RATIO", "PAPER_TIME_RATIO", "cost_summary", "measure_one", "step_seconds",
+           "train_cost_table"]
 
 # Sec. 3.1: "reduces training time by 19% and cuts peak memory usage by 25%"
 PAPER_TIME_RATIO = 0.81
 PAPER_MEMORY_RATIO = 0.75
-MODELS = {"Vanilla": None, "MoR-2 EC": 2}  # label -> Nr of the expert-choice model (None: vanilla)
-
-
-def _variant(nr: int | None) -> MoRVariant:
-    from rlib.mor.experiments import MAIN
-
-    return MoRVariant(None if nr is None else MAIN["ec"](nr), "tokens")
+MODELS: dict[str, MoRSpec | None] = {"Vanilla": None, "MoR-2 EC": MoRSpec.expert(2)}  # the paper's pair; vanilla first
 
 
 def _reset_peak_rss() -> float:
@@ -67,19 +63,18 @@ def _reset_peak_rss() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status: peak memory needs Linux")
 
 
-def _child(cfg: MoRConfig, nr: int | None, warmup: int, steps: int) -> dict[str, float]:
+def _child(cfg: MoRConfig, spec: MoRSpec | None, warmup: int, steps: int) -> dict[str, float]:
     """In a fresh process: train one model `warmup + steps` steps with the chapter's recipe; time and peak memory."""
     import torch
 
-    from rlib import memory, threads
+    from rlib import memory
     from rlib.mor.experiments import make_model, train_config
     from rlib.mor.model import MoRDecoder, MoRLoss
     from rlib.train import train
 
-    threads.configure()
     text = cfg.text()
     windows = text.train_windows()
-    variant = _variant(nr)
+    variant = MoRVariant(spec, "tokens")
     cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -107,40 +102,51 @@ def _child(cfg: MoRConfig, nr: int | None, warmup: int, steps: int) -> dict[str,
             "threads": int(torch.get_num_threads())}
 
 
-def measure_one(cfg: MoRConfig, nr: int | None, warmup: int, steps: int, timeout_s: int = 1800) -> dict[str, float]:
+def step_seconds(steps: int, cfg: MoRConfig, spec: MoRSpec | None) -> float:
+    """Median seconds of `steps` training steps after one untimed step, in this process and its torch threads (for
+    `rlib.grid_workers.layout_throughput`, which asks how a grid should share a CPU's cores)."""
+    return _child(cfg, spec, 1, steps)["step_s"]
+
+
+def measure_one(cfg: MoRConfig, spec: MoRSpec | None, warmup: int, steps: int,
+                timeout_s: int = 1800) -> dict[str, float]:
     """Run `_child` in a fresh interpreter (`python -m rlib.mor.train_cost`) and return its JSON line."""
     if warmup < 1 or steps < 1:
         raise ValueError(f"warmup={warmup} and steps={steps} must be >= 1 (the first step allocates the optimizer "
                          "state and is never timed)")
     with tempfile.TemporaryDirectory(prefix="rlib-train-cost-cfg-") as tmp:
-        blob = Path(tmp) / "cfg.pkl"
-        blob.write_bytes(pickle.dumps(cfg))
+        blob = Path(tmp) / "job.pkl"
+        blob.write_bytes(pickle.dumps((cfg, spec)))
         command = [sys.executable, "-m", "rlib.mor.train_cost", str(blob), "--warmup", str(warmup),
-                   "--steps", str(steps)] + ([] if nr is None else ["--nr", str(nr)])
+                   "--steps", str(steps)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
-        raise RuntimeError(f"train-cost measurement (nr={nr}) failed:\n{done.stderr[-2000:]}")
+        what = "vanilla" if spec is None else spec.label()
+        raise RuntimeError(f"train-cost measurement of {what} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def train_cost_table(cfg: MoRConfig, rounds: int | None = None, warmup: int | None = None,
-                     steps: int | None = None) -> pd.DataFrame:
+                     steps: int | None = None, models: dict[str, MoRSpec | None] | None = None) -> pd.DataFrame:
     """One row per model and round (the preset's `cost_rounds` rounds of `cost_warmup` untimed and `cost_steps`
     timed training steps, each in its own process, models alternating within a round): step time, peak memory over
-    the baseline, state memory, and MoR's ratios to the same round's vanilla."""
+    the baseline, state memory, and each model's ratios to the same round's first model (`models`: label -> spec,
+    None for vanilla; default `MODELS`, vanilla first)."""
+    models = MODELS if models is None else models
     rounds = cfg.cost_rounds if rounds is None else rounds
     warmup = cfg.cost_warmup if warmup is None else warmup
     steps = cfg.cost_steps if steps is None else steps
     if rounds < 1:
         raise ValueError(f"rounds={rounds} must be >= 1")
     rows = []
-    with progress(total=rounds * len(MODELS), desc="train cost") as bar:
+    with progress(total=rounds * len(models), desc="train cost") as bar:
         for r in range(rounds):
             first = None
-            for label, nr in MODELS.items():
+            for label, spec in models.items():
                 t0 = time.perf_counter()
-                got = measure_one(cfg, nr, warmup, steps)
-                row = {"round": r, "model": label, "nr": nr or 0, "batch_size": cfg.batch_size,
+                got = measure_one(cfg, spec, warmup, steps)
+                row = {"round": r, "model": label, "nr": 0 if spec is None else spec.n_recursions,
+                       "batch_size": cfg.batch_size,
                        "seq_len": cfg.seq_len, "tokens_per_step": cfg.tokens_per_step(), "warmup": warmup,
                        "steps": steps, "step_s": got["step_s"], "step_s_min": min(got["step_s_all"]),
                        "step_s_max": max(got["step_s_all"]), "peak_mib": got["peak_mib"],
@@ -172,13 +178,15 @@ def cost_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlib.mor.train_cost", description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="a pickled MoRConfig (written by measure_one)")
-    parser.add_argument("--nr", type=int, default=None, help="Nr of the MoR expert-choice model; omit for vanilla")
+    parser.add_argument("job", help="a pickled (MoRConfig, MoRSpec or None for vanilla), written by measure_one")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--steps", type=int, default=4)
     args = parser.parse_args(argv)
-    cfg = pickle.loads(Path(args.config).read_bytes())
-    print(json.dumps(_child(cfg, args.nr, args.warmup, args.steps)))
+    cfg, spec = pickle.loads(Path(args.job).read_bytes())
+    from rlib import threads
+
+    threads.configure()  # the machine's cores, as a chapter's process takes them
+    print(json.dumps(_child(cfg, spec, args.warmup, args.steps)))
     return 0
 
 
