@@ -101,6 +101,13 @@ KNOWN_DRIFT = {
     # tables they read, so they are not measured there until chapter 05's cpu-long run is re-promoted
     ("cpu-long", "05_layerskip", "ls.tab3.generation_quality.scratch"): (None, "not measured"),
     ("cpu-long", "05_layerskip", "ls.tab4.generation_quality.code"): (None, "not measured"),
+    # 2026-12-05: two chapter-04 tests the paper's text does not state became the book's own (`.ours`), and Table 1's
+    # 2L Transformer is parameter-matched (~D / sqrt(2)); the promoted cpu-long 2L row was trained at width D, so it
+    # is left out until chapter 04 runs again
+    **{(profile, "04_recurrent_transformer", claim + suffix): (None, "not held") if suffix else ("not held", None)
+       for profile in ("cpu", "cpu-long")
+       for claim in ("rt.fig6.rt_ahead_token_level", "rt.tables3_5_8.downstream_gold_ce") for suffix in ("", ".ours")},
+    ("cpu-long", "04_recurrent_transformer", "rt.table1.transformer_2L"): ("not held", "not measured"),
 }
 
 
