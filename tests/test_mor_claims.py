@@ -33,9 +33,10 @@ COMMITTED = {
     "mor.tab3.kv_share_isoflop": "not held",
     "mor.tab3_fig5c.nll_rises_with_nr": "not held",
     "mor.fig3.mor_beats_recursive_every_budget": "held",
-    "mor.fig3.mor_matches_or_beats_vanilla": "held",
+    "mor.fig3.mor_matches_or_beats_vanilla": "not testable at this scale",
     "mor.tab7.advantage_shrinks_with_budget": "not held",
     "mor.fig4a.throughput": "not held",
+    "mor.fig4a.throughput_rises_with_nr": "not measured",  # the promoted table has the main Nr only
     "mor.fig4b.middle_cycle_best": "not measured",
     "mor.ours.middle_cycle_tied_best": "not measured",
     "mor.tab8.sequence_worst_cycle_family_better": "not measured",
@@ -215,8 +216,14 @@ def test_tiny_tables_flip_on_one_number():
     assert failed.loc["mor.fig3.mor_beats_recursive_every_budget", "verdict"] == "not held"
     assert held.loc["mor.tab7.advantage_shrinks_with_budget", "verdict"] == "held"  # d = -0.3, then -0.2
     assert failed.loc["mor.tab7.advantage_shrinks_with_budget", "verdict"] == "not held"  # d = -0.1, then -0.2
-    assert judged(sweep(6.25)).loc["mor.fig3.mor_matches_or_beats_vanilla", "verdict"] == "not held"  # +0.05 > 0.039
-    assert judged(sweep(6.23)).loc["mor.fig3.mor_matches_or_beats_vanilla", "verdict"] == "held"
+    # the paper states 'matches or beats vanilla' above 360M (vanilla 315M non-embedding): below, not testable
+    small = judged(sweep(6.23)).loc["mor.fig3.mor_matches_or_beats_vanilla"]
+    assert small["verdict"] == "not testable at this scale" and "within the paper's 'matches' margin" in \
+        small["measured"] and "the book's vanilla has 4.0M" in small["measured"]
+    at_size = {"budget_sweep": sweep(6.25)["budget_sweep"].assign(params_m=320.0)}
+    assert judged(at_size).loc["mor.fig3.mor_matches_or_beats_vanilla", "verdict"] == "not held"  # +0.05 > 0.039
+    at_size = {"budget_sweep": sweep(6.23)["budget_sweep"].assign(params_m=320.0)}
+    assert judged(at_size).loc["mor.fig3.mor_matches_or_beats_vanilla", "verdict"] == "held"
 
 
 def test_middle_cycle_paper_margin_and_the_books_tolerance():
@@ -493,3 +500,26 @@ def test_training_time_and_memory_claim_reads_the_paired_rounds(committed, monke
     two = _cost_rounds(monkeypatch, [0.70, 0.70], [0.70, 0.70])
     row = judged({**committed, "train_cost": two}).loc[claim]
     assert row["verdict"] == "not measured" and ">= 3 paired rounds" in row["measured"]
+
+
+def test_throughput_growth_with_nr_needs_separated_rounds(committed):
+    claim = "mor.fig4a.throughput_rises_with_nr"
+    row = judged(committed).loc[claim]
+    assert row["verdict"] == "not measured" and "each row's Nr" in row["measured"]
+
+    def speed(lo3: float) -> pd.DataFrame:
+        rows = [("Vanilla", 0, "B", 1.0, 1.0, 1.0, 1.0), ("Recursive", 3, "B", 0.9, 0.88, 0.93, 3.0)]
+        for setting in ("B", "B = Max"):
+            rows += [("MoR-2 EC", 2, setting, 1.10, 1.05, 1.15, 1.6), ("MoR EC", 3, setting, lo3 + 0.05, lo3, lo3 + 0.1,
+                                                                         2.0)]
+        return pd.DataFrame(rows, columns=["model", "nr", "setting", "speedup_vs_vanilla", "speedup_lo", "speedup_hi",
+                                           "mean_depth"]).assign(max_batch=8, nll=6.0, rounds=3)
+
+    assert verdict({**committed, "throughput": speed(1.20)}, claim) == "held"  # Nr 3's slowest above Nr 2's fastest
+    row = judged({**committed, "throughput": speed(1.12)}).loc[claim]  # the rounds overlap: not separated
+    assert row["verdict"] == "not held" and row["diagnosis"] == "scale" and "Nr 2 1.100x [1.050, 1.150]" in \
+        row["measured"]
+    # every MoR EC depth must beat vanilla in every round for Fig. 4a's first half
+    assert verdict({**committed, "throughput": speed(1.20)}, "mor.fig4a.throughput") == "held"
+    slow_two = speed(1.20).assign(speedup_lo=lambda d: np.where(d["nr"] == 2, 0.98, d["speedup_lo"]))
+    assert verdict({**committed, "throughput": slow_two}, "mor.fig4a.throughput") == "not held"

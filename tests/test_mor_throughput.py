@@ -66,3 +66,31 @@ def test_rounds_pair_every_model_with_vanilla(fake_engines):
 def test_repeats_must_be_positive(fake_engines):
     with pytest.raises(ValueError, match="repeats=0"):
         throughput.throughput_table(SMOKE, "unused", [], repeats=0)
+
+
+def test_the_presets_extra_depths_join_the_rounds(monkeypatch):
+    """Fig. 4a compares MoR at Nr = 2, 3, 4: each extra Nr of the preset is timed in the same rounds, with its Nr."""
+    cfg = SMOKE.override(extra_recursions=(2,))
+    specs = {"Vanilla": None, "Recursive": MAIN["rec"](3), "MoR EC": MAIN["ec"](3),
+             "MoR EC KV share": MAIN["ec-share"](3), "MoR TC": MAIN["tc"](3), "MoR-2 EC": MAIN["ec"](2)}
+    names = {MoRVariant(spec, "flops", cfg.seeds[0]).name: label for label, spec in specs.items()}
+    speeds = {**SPEED, "MoR-2 EC": (115.0, 58.0, 110.0)}
+
+    class Engine:
+        def __init__(self, label: str):
+            self.label, self.runs = label, 0
+
+        def run(self, requests):
+            self.runs += 1
+            speed = speeds[self.label][self.runs - 1]
+            return SimpleNamespace(decode_tokens_per_s=speed, tokens_per_s=speed, mean_exit_loop=2.0, mean_busy=1.0)
+
+    monkeypatch.setattr(throughput, "load_model", lambda work, name: names[name])
+    monkeypatch.setattr(throughput, "make_engine", lambda label, max_batch, max_len: Engine(label))
+    monkeypatch.setattr(throughput.MoRConfig, "text", lambda self: SimpleNamespace(
+        heldout=lambda split, n, seed=0: torch.zeros(n, self.seq_len, dtype=torch.long)))
+    results = [{"name": name, "after": {"nll": 6.0}} for name in names]
+    table = throughput.throughput_table(cfg, "unused", results, repeats=3).set_index(["model", "setting"])
+    assert table.loc[("MoR-2 EC", "B"), "nr"] == 2 and table.loc[("MoR EC", "B"), "nr"] == 3
+    assert table.loc[("Vanilla", "B"), "nr"] == 0
+    assert table.loc[("MoR-2 EC", "B"), "speedup_vs_vanilla"] == pytest.approx(1.15)  # 1.15, 1.16, 1.10

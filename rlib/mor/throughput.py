@@ -30,7 +30,8 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
     clear); throughputs are medians over rounds.
 
     Derived from the preset: 4 x `decode_windows` requests, prompts and generations of seq_len / 8 tokens each,
-    B = batch_size / 2."""
+    B = batch_size / 2. MoR EC runs at the main Nr ("MoR EC") and at each of `extra_recursions` ("MoR-<Nr> EC"), as
+    Fig. 4a compares Nr = 2, 3, 4; `nr` is each row's recursion count (0 for vanilla)."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
     n_req, length, batch = 4 * cfg.decode_windows, max(2, cfg.seq_len // 8), max(1, cfg.batch_size // 2)
@@ -38,7 +39,8 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
     requests = [Request(i, prompts[i].tolist(), length) for i in range(n_req)]
     nll = {r["name"]: r["after"]["nll"] for r in results}
     specs = {"Vanilla": None, "Recursive": MAIN["rec"](cfg.n_recursions), "MoR EC": MAIN["ec"](cfg.n_recursions),
-             "MoR EC KV share": MAIN["ec-share"](cfg.n_recursions), "MoR TC": MAIN["tc"](cfg.n_recursions)}
+             "MoR EC KV share": MAIN["ec-share"](cfg.n_recursions), "MoR TC": MAIN["tc"](cfg.n_recursions),
+             **{f"MoR-{nr} EC": MAIN["ec"](nr) for nr in cfg.extra_recursions}}  # Fig. 4a's other depths
     engines = []  # (label, setting, max_batch, name, engine), vanilla first
     for label, spec in specs.items():
         name = MoRVariant(spec, "flops", cfg.seeds[0]).name
@@ -51,7 +53,9 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
     for i, (label, setting, max_batch, name, _) in enumerate(engines):
         runs = [r[i] for r in rounds]
         ratios = [r[i].decode_tokens_per_s / r[0].decode_tokens_per_s for r in rounds]
-        rows.append({"model": label, "setting": setting, "max_batch": max_batch, "nll": nll[name],
+        spec = specs[label]
+        rows.append({"model": label, "nr": 0 if spec is None else spec.n_recursions, "setting": setting,
+                     "max_batch": max_batch, "nll": nll[name],
                      "decode_tokens_per_s": float(np.median([x.decode_tokens_per_s for x in runs])),
                      "tokens_per_s": float(np.median([x.tokens_per_s for x in runs])),
                      "mean_depth": runs[0].mean_exit_loop, "mean_busy": runs[0].mean_busy,
