@@ -25,6 +25,7 @@ CPU_VERDICTS = {
     "rt.s5.arithmetic_intensity": "held",
     "rt.thm4_1.closed_form": "held",
     "rt.thm4_1.no_explosion_no_vanishing": "held",
+    "rt.thm4_1.grows_above_one.ours": "held",
     "rt.fig4.latency_growth": "held",  # the newest GPU folder (H200, 3d9e1ee): naive slope 1.84, Triton tiles 0.83
     "rt.ours.cpu_speedup": "not held",  # 2.43x on the 2-core AMD EPYC (1.67x and 1.82x before; 7.51x on the Xeon)
     "rt.table2.cuda_graphs": "not held",  # H200, 3d9e1ee: eager max/min 1.86 over B, graph speed-up 2.7x at B 512
@@ -184,6 +185,14 @@ def test_theorem_trend_flips_when_the_gradient_grows_below_radius_one(committed)
     judged = _judge({"theorem_4_1": paths})
     assert judged.loc["rt.thm4_1.no_explosion_no_vanishing", "verdict"] == "not held"
     assert "radius 0.5" in judged.loc["rt.thm4_1.no_explosion_no_vanishing", "evidence"]
+    # above radius 1 the paper states nothing: the growth there is the book's own claim, judged apart
+    assert "radius 1.5" not in judged.loc["rt.thm4_1.no_explosion_no_vanishing", "measured"]
+    flat = committed["theorem_4_1"].copy()
+    above = flat.index[(flat["radius"] > 1) & (flat["t"] == flat["t"].max())]
+    flat.loc[above, "grad_norm"] = 0.0
+    judged = _judge({"theorem_4_1": flat})
+    assert judged.loc["rt.thm4_1.grows_above_one.ours", "verdict"] == "not held"
+    assert judged.loc["rt.thm4_1.no_explosion_no_vanishing", "verdict"] == "held"
 
 
 def _decoding(rt_bytes: float) -> pd.DataFrame:
@@ -374,6 +383,11 @@ def test_norm_ablation_flips_with_the_top_rate_run():
     assert _verdict({"norm_ablation": _ablation(5.00), "language_models": lm}, claim) == "not held"
     assert _verdict({"norm_ablation": _ablation(5.10), "language_models": lm}, claim) == "held"
     assert _verdict({"norm_ablation": _ablation(5.00, diverged=True), "language_models": lm}, claim) == "held"
+    # the paper's text does not say how the two best rates compare: an unnormed best at the normed best rate still
+    # holds when the top rate destabilizes, and both best rates are reported
+    same_best = _ablation(5.10).assign(test_nll=lambda t: t["test_nll"].mask(~t["kv_norm"] & (t["lr"] == 1e-3), 5.05))
+    row = _judge({"norm_ablation": same_best, "language_models": lm}).loc[claim]
+    assert row["verdict"] == "held" and "best lr with the norm 0.003, without 0.003" in row["measured"]
     worse = "rt.e2.no_norm_significantly_worse"
     assert _verdict({"norm_ablation": _ablation(5.10), "language_models": lm}, worse) == "held"  # 4.98 vs 4.95
     better = _ablation(5.10).assign(test_nll=lambda t: t["test_nll"].where(t["kv_norm"], t["test_nll"] - 0.1))
@@ -541,11 +555,14 @@ def test_downstream_gold_ce_needs_rt_below_t_beyond_two_standard_errors():
     assert worse["verdict"] == "not held" and "higher beyond 2 s.e." in worse["evidence"]
 
 
-def test_downstream_accuracy_is_near_chance_inside_the_binomial_interval():
+def test_downstream_accuracy_is_close_to_random_as_the_paper_reads_its_own():
     claim = "rt.tables6_9_10.downstream_accuracy"
     assert _verdict({"downstream": _downstream(0.0, 0.1, 0.30)}, claim) == "held"  # 0.25 +- 0.060 at n 200
+    # the paper calls its models' 6-7 points above random 'close to random noise': 0.37 is within +0.07 + 0.060
+    assert _verdict({"downstream": _downstream(0.0, 0.1, 0.37)}, claim) == "held"
     above = _judge({"downstream": _downstream(0.0, 0.1, 0.40)}).loc[claim]
     assert above["verdict"] == "not held" and above["diagnosis"] == "setup" and "in-domain" in above["evidence"]
+    assert "close to random up to +0.07" in above["measured"]
 
 
 def _batches(rt_small: float, rt_large: float, t_small: float = 5.10, t_large: float = 5.15) -> pd.DataFrame:

@@ -84,8 +84,13 @@ SPECS = (
           "Since sum_k c(t, k) = t!, the gradient does not explode when alpha V's largest eigenvalue is < 1, and it "
           "does not vanish: its k = 1 term alpha V / t is the vanilla Transformer's gradient, longer paths add to it.",
           "theorem_4_1: for every radius < 1, grad_norm at the last t <= at t = 2 and grad_norm / one_hop_norm "
-          "non-decreasing for t >= 3 and >= 1 at the last t; for every radius > 1, grad_norm non-decreasing for "
-          "t >= 3 (thresholds ours; the paper states orders only).", "theorem_4_1.csv"),
+          "non-decreasing for t >= 3 and >= 1 at the last t (thresholds ours; the paper states orders only). The "
+          "radius > 1 case is the book's own (next claim).", "theorem_4_1.csv"),
+    _spec("rt.thm4_1.grows_above_one.ours", "Sec. 4 (after Theorem 4.1; the book's complement)",
+          "The paper states the bound for alpha V's largest eigenvalue < 1 only; above 1 nothing bounds the sum of "
+          "t! paths.",
+          "theorem_4_1: for every radius > 1, grad_norm non-decreasing in t for t >= 3 (threshold ours).",
+          "theorem_4_1.csv", ours=True),
     # ---- Fig. 4, Table 2: latency (GPU)
     _spec("rt.fig4.latency_growth", "Sec. 5 'Asymptotics' (last sentence), Fig. 4",
           "On an H100 the latency of a naive eager implementation grows approximately quadratically with context "
@@ -212,12 +217,13 @@ SPECS = (
     # ---- App. E.2, Fig. 7: the norm before the persistent K/V
     _spec("rt.e2.norm_allows_higher_lr", "Sec. 4 ('Normalization ... allows stable training ... with higher "
           "learning rates'), App. E.2, Fig. 7",
-          "Without the norm before the persistent K/V the best run uses a lower learning rate, 'higher learning "
-          "rates destabilizing'; with RMSNorm even higher learning rates are stable, though a lower one is optimal "
-          "(values lost).",
-          "norm_ablation: (a) with the norm no run diverged; (b) without it, the best lr is below the normed model's "
-          "best and the top-lr run diverged or is worse than its best by > 2 seed s.d. (the shallow RT's in "
-          "language_models; threshold ours).", "norm_ablation.csv"),
+          "Without the norm before the persistent K/V the best run is at some learning rate 'with higher learning "
+          "rates destabilizing'; with RMSNorm 'even learning rates till [lost] are stable', though a lower one is "
+          "optimal (values lost, so how the two best rates compare is unknown).",
+          "norm_ablation: (a) with the norm no run diverged; (b) without it the top-lr run diverged or is worse than "
+          "its best by > 2 seed s.d. (the shallow RT's in language_models; threshold ours). Each best rate is "
+          "reported; until 2026-12-05 the book also required the unnormed best rate below the normed one, an "
+          "ordering the paper's text does not give.", "norm_ablation.csv"),
     _spec("rt.e2.no_norm_significantly_worse", "App. E.2, Fig. 7",
           "Final performance is 'significantly worse without the layernorm' (values lost).",
           "norm_ablation: min over lr of test_nll without the norm - min with it > 2 seed s.d. (the shallow RT's in "
@@ -239,11 +245,16 @@ SPECS = (
           "Table 10",
           "Downstream accuracies are 'close to random noise (with Winogrande being close to 50%, while most others "
           "being 6-7% above random)'.",
-          "book_nextline and book_cloze accuracy per LM run; 'near chance' within the binomial 95 % interval of "
-          "chance at n = 200 (threshold ours). book_cloze has no chance level (its target is any word), so the "
-          "verdict rests on book_nextline (4 choices, chance 0.25) and cloze accuracy is reported beside.",
+          "book_nextline and book_cloze accuracy per LM run: 'close to random' from chance up to 7 points above it "
+          "(the paper's 'most others being 6-7% above random'), widened by the binomial 95 % interval at n = 200 "
+          "(until 2026-12-05 the book asked for chance's interval alone, which the paper's own models would fail). "
+          "book_cloze has no chance level (its target is any word), so the verdict rests on book_nextline (4 choices, "
+          "chance 0.25) and cloze accuracy is reported beside.",
           "downstream.csv"),
 )
+
+# Sec. 7.2: downstream accuracies 'close to random noise (... most others being 6-7% above random)'
+PAPER_ABOVE_RANDOM = 0.07
 
 NOT_MEASURED = {
 }
@@ -490,18 +501,34 @@ def _gradient_paths(tables, cfg) -> Verdict:
         group = group.sort_values("t")
         grad = group.set_index("t")["grad_norm"]
         ratio = (group["grad_norm"] / group["one_hop_norm"]).set_axis(group["t"])
-        later = grad[grad.index >= 3]
-        if radius < 1:
-            ok = grad.iloc[-1] <= grad[2] and ratio[ratio.index >= 3].is_monotonic_increasing and ratio.iloc[-1] >= 1
-            parts.append(f"radius {radius:g}: grad {grad[2]:.3f} (t 2) -> {grad.iloc[-1]:.3f} (t {grad.index[-1]}), "
-                         f"x{ratio.iloc[-1]:.2f} the one-hop path")
-        else:
-            ok = later.is_monotonic_increasing
-            parts.append(f"radius {radius:g}: grad {later.iloc[0]:.2f} (t 3) -> {grad.iloc[-1]:.2f}")
+        if radius >= 1:
+            continue  # the theorem's bound is for radius < 1 (rt.thm4_1.grows_above_one.ours reads the rest)
+        ok = grad.iloc[-1] <= grad[2] and ratio[ratio.index >= 3].is_monotonic_increasing and ratio.iloc[-1] >= 1
+        parts.append(f"radius {radius:g}: grad {grad[2]:.3f} (t 2) -> {grad.iloc[-1]:.3f} (t {grad.index[-1]}), "
+                     f"x{ratio.iloc[-1]:.2f} the one-hop path")
         failing += [] if ok else [f"radius {radius:g}"]
+    if not parts:
+        return None, "needs: theorem_4_1 rows at a radius below 1", None
     measured = "; ".join(parts)
     return not failing, measured, ("disagrees with the paper", f"{', '.join(failing)} breaks the bound or the "
                                    f"non-vanishing trend in an exact fp64 computation: {measured}")
+
+
+@_rule("rt.thm4_1.grows_above_one.ours", "theorem_4_1")
+def _gradient_above_one(tables, cfg) -> Verdict:
+    failing, parts = [], []
+    for radius, group in tables["theorem_4_1"].groupby("radius"):
+        if radius <= 1:
+            continue
+        grad = group.sort_values("t").set_index("t")["grad_norm"]
+        later = grad[grad.index >= 3]
+        parts.append(f"radius {radius:g}: grad {later.iloc[0]:.2f} (t 3) -> {grad.iloc[-1]:.2f}")
+        failing += [] if later.is_monotonic_increasing else [f"radius {radius:g}"]
+    if not parts:
+        return None, "needs: theorem_4_1 rows at a radius above 1", None
+    measured = "; ".join(parts)
+    return not failing, measured, ("disagrees with the paper", f"{', '.join(failing)}: the gradient does not grow "
+                                   f"with t in an exact fp64 computation: {measured}")
 
 
 # ---- Fig. 4: latency -----------------------------------------------------------------------------------------
@@ -1142,12 +1169,12 @@ def _norm_higher_lr(tables, cfg) -> Verdict:
     top = wide.index.max()
     normed_stable = not table.loc[table["kv_norm"], "diverged"].any()
     top_unstable = bool(table.loc[~table["kv_norm"] & (table["lr"] == top), "diverged"].any())
-    lower_best = wide[False].idxmin() < wide[True].idxmin()
-    held = normed_stable and lower_best and (top_unstable or wide.loc[top, False] - wide[False].min() > 2 * sd)
+    held = normed_stable and (top_unstable or wide.loc[top, False] - wide[False].min() > 2 * sd)
     curves = "; ".join(f"{'with' if norm else 'without'} norm " + " / ".join(f"{v:.3f}" for v in wide[norm])
                        for norm in (True, False))
-    measured = (f"{shape}: {curves} at lr {' / '.join(f'{lr:g}' for lr in wide.index)}; "
-                f"{int(table['diverged'].sum())} of {len(table)} diverged; seed s.d. {_sd_text(sd)}")
+    measured = (f"{shape}: {curves} at lr {' / '.join(f'{lr:g}' for lr in wide.index)}; best lr with the norm "
+                f"{wide[True].idxmin():g}, without {wide[False].idxmin():g}; {int(table['diverged'].sum())} of "
+                f"{len(table)} diverged; seed s.d. {_sd_text(sd)}")
     if not normed_stable:
         return held, measured, ("disagrees with the paper", f"{measured}: a run with the norm diverged")
     return held, measured, ("scale", _no_instability(table, wide, shape, cfg))
@@ -1220,12 +1247,13 @@ def _downstream_accuracy(tables, cfg) -> Verdict:
     if choice.empty:
         return None, "no multiple-choice task with a chance level was scored", None
     choice = choice.assign(half=1.96 * np.sqrt(choice["chance"] * (1 - choice["chance"]) / choice["n"]))
-    near = (choice["acc"] - choice["chance"]).abs() <= choice["half"]
+    above_by = choice["acc"] - choice["chance"]
+    near = (above_by >= -choice["half"]) & (above_by <= PAPER_ABOVE_RANDOM + choice["half"])
     means = table.groupby(["task", "block", "depth"], sort=False)["acc"].mean()
     measured = "; ".join(f"{task} {block} {depth} {acc:.3f}" for (task, block, depth), acc in means.items())
     first = choice.iloc[0]
-    measured += (f" (chance {first['chance']:.2f} +- {first['half']:.3f} at n {int(first['n'])}; "
-                 f"{int(near.sum())} of {len(choice)} runs within it)")
+    measured += (f" (chance {first['chance']:.2f}, close to random up to +{PAPER_ABOVE_RANDOM:.2f}, +- "
+                 f"{first['half']:.3f} at n {int(first['n'])}; {int(near.sum())} of {len(choice)} runs within it)")
     above = choice[~near & (choice["acc"] > choice["chance"])]
     if not above.empty:
         return False, measured, ("setup", f"{len(above)} runs score above chance on {above['task'].iloc[0]}: the "
