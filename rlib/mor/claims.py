@@ -169,7 +169,8 @@ SPECS: tuple[ClaimSpec, ...] = (
           "router': (sigma, alpha 0.1, MLP) aux router NLL 2.8893, sampling accuracy 89.2% vs aux loss 2.8816, 99.1%.",
           "routers.csv: 'final design' (expert, aux loss) vs 'ec_aux_router': sampling_acc higher (the paper's claim "
           "is about inference-time behaviour; NLL is reported beside it, not judged: Table 4's tanh pair has the aux "
-          "router lower).",
+          "router lower). The paper's pair has MLP routers; the book's rows are one-change ablations of its final "
+          "design, which has a Linear router.",
           "routers.csv"),
     _spec("mor.fig5b_tab10.ec_aux_loss_separation",
           "Sec. 5.2, Fig. 5b; Sec. 4.2, Table 4 (left); App. F.2-F.3, Table 10; App. H.2, Fig. 9a",
@@ -184,7 +185,8 @@ SPECS: tuple[ClaimSpec, ...] = (
           "Sec. 4.2 ('a sigmoid normalization function ... yield the best performance'), Table 4 (left), Table 10",
           "Aux loss 0.001, alpha 0.1, MLP: sigma NLL 2.8816, sampling accuracy 99.1 vs tanh 2.9933, 56.4.",
           "routers.csv: nll('final design', sigmoid) < nll('ec_tanh') and sampling_acc higher (direction; paper Delta "
-          "0.1117).", "routers.csv"),
+          "0.1117). The paper's pair has MLP routers; the book's rows are one-change ablations of its Linear final "
+          "design.", "routers.csv"),
     _spec("mor.tab10.alpha1_collapse", "Table 10 (read from its rows; App. F.1 defines alpha, App. F.3 the dead "
           "ratio's meaning)",
           "With sigma, alpha 1.0 collapses routing to fixed positions in both of Table 10's alpha-1.0 rows (aux loss "
@@ -207,7 +209,8 @@ SPECS: tuple[ClaimSpec, ...] = (
           "Both approaches 'achieve similar log-probability' but the balancing loss 'yields a significantly lower "
           "MaxVio': Loss (0.1) MaxVio 0.200, entropy 1.076, NLL 3.0239 vs Loss-free 0.852, 0.915, 2.9081.",
           "routers.csv token rows: maxvio('final design') < maxvio('tc_loss_free'), entropy higher, and |nll "
-          "difference| <= 0.1158 (the paper's own 'similar' gap, 3.0239 - 2.9081).", "routers.csv"),
+          "difference| <= 0.1158 (the paper's own 'similar' gap, 3.0239 - 2.9081). The paper's pair has MLP routers; "
+          "the book's rows are one-change ablations of its Linear final design.", "routers.csv"),
     _spec("mor.tab11.tc_design_rows", "Sec. 4.2, Table 4 (right), App. F.3, Table 11",
           "'Softmax activation with an MLP router performs best, and removing z-loss ... results in higher performance "
           "and routing stability': Linear with z-loss 2.9974 / MaxVio 0.492 vs without 2.9358 / 0.266; MLP 3.0239 / "
