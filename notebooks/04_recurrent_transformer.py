@@ -239,8 +239,10 @@ if cfg.lm_downstream_items:
 #
 # `make gpu-check` measures the tiled prefill at the paper's Table 2 shape (B = 32) beside its 38.85 ms per layer,
 # eager and in one CUDA graph, and Table 2 itself over B = 32 ... 2048 at N = 512 (its `prefill_batch` section; the
-# paper does not state its N). In the graph the tile updates are a few per cent of the layer's time: the rest is the
-# N sequential token steps, which is where a faster layer must come from. The table shows the newest GPU results
+# paper does not state its N). The paper's layer is PyTorch with no custom kernels (Sec. 6), so the claims read the
+# PyTorch-tiled layer; the book's Triton tiles are timed beside it. In the graph the tile updates are a few per cent
+# of the layer's time: the rest is the N sequential token steps, which is where a faster layer must come from. The
+# table shows the newest GPU results
 # folder that measured the prefill (`benchmarks/results/gpu/`) with its device, date and commit, or says "not
 # measured on a GPU": a CPU number never stands in a GPU column.
 

@@ -46,7 +46,9 @@ def test_dry_run_goes_end_to_end_without_the_packages_the_gpu_machine_lacks(tmp_
     summary = pd.read_csv(folder / "summary.csv")
     assert set(summary["section"]) == {"tests", "prefill", "prefill_batch", "lora", "end_to_end"}
     batch = pd.read_csv(folder / "prefill_batch.csv")
-    assert list(batch["batch"]) == [1, 2] and batch["ms_per_layer"].notna().all()
+    # the paper's PyTorch tiles first (Sec. 6: no custom kernels), the book's Triton tiles after them
+    assert list(batch["mode"].unique())[0] == "tiled-reference" and batch["ms_per_layer"].notna().all()
+    assert all(list(part["batch"]) == [1, 2] for _, part in batch.groupby("mode"))
     tests = pd.read_csv(folder / "tests.csv")
     assert len(tests) >= 3 and (tests["outcome"] == "passed").all()
     e2e = pd.read_csv(folder / "end_to_end.csv")
@@ -99,15 +101,19 @@ def test_table2_rows_read_flatness_and_graph_speedups():
     for batch in (32, 64, 2048):
         eager, graph = 300.0 + batch / 100, 30.0 + batch / 10
         paper_eager, paper_graph = PAPER_TABLE2[batch]
-        rows += [{"batch": batch, "cuda_graph": False, "ms_per_layer": eager, "graph_speedup": float("nan"),
-                  "paper_ms_per_layer": paper_eager, "paper_graph_speedup": float("nan")},
-                 {"batch": batch, "cuda_graph": True, "ms_per_layer": graph, "graph_speedup": eager / graph,
-                  "paper_ms_per_layer": paper_graph, "paper_graph_speedup": paper_eager / paper_graph}]
+        rows += [{"mode": "tiled-reference", "batch": batch, "cuda_graph": False, "ms_per_layer": eager,
+                  "graph_speedup": float("nan"), "paper_ms_per_layer": paper_eager,
+                  "paper_graph_speedup": float("nan")},
+                 {"mode": "tiled-reference", "batch": batch, "cuda_graph": True, "ms_per_layer": graph,
+                  "graph_speedup": eager / graph, "paper_ms_per_layer": paper_graph,
+                  "paper_graph_speedup": paper_eager / paper_graph}]
+    rows += [dict(row, mode="tiled-triton", ms_per_layer=row["ms_per_layer"] / 2) for row in rows]
     out = pd.DataFrame(prefill_batch_rows(pd.DataFrame(rows)))
     assert out["value"].iloc[0] == round(320.48 / 300.32, 3) and "1.066" in out["target"].iloc[0]
-    assert list(out["metric"].iloc[1:]) == ["CUDA graph speed-up over eager, B=32", "CUDA graph speed-up over eager, "
-                                            "B=2048"]
+    assert list(out["metric"].iloc[1:3]) == ["tiled-reference: CUDA graph speed-up over eager, B=32",
+                                             "tiled-reference: CUDA graph speed-up over eager, B=2048"]
     assert out["target"].iloc[1] == "paper Table 2: 7.1x" and out["target"].iloc[2] == "paper Table 2: 1.2x"
+    assert len(out) == 6 and out["metric"].iloc[3].startswith("tiled-triton: eager")  # each implementation apart
 
 
 def _tiny_carried(folder, temperature: float):

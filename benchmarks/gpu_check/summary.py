@@ -63,22 +63,26 @@ def prefill_rows(layer: pd.DataFrame, bandwidth: pd.DataFrame | None) -> list[di
 
 
 def prefill_batch_rows(table: pd.DataFrame) -> list[dict]:
-    """RT Table 2's two readings: eager latency flat in B (max / min over B, the paper's 293.70 / 275.49 = 1.066) and
-    the graph speed-up at the smallest and largest batch measured, beside the paper's at the same B."""
+    """RT Table 2's two readings per tile implementation (PyTorch tiles: the paper's; Triton: the book's): eager
+    latency flat in B (max / min over B, the paper's 293.70 / 275.49 = 1.066) and the graph speed-up at the smallest
+    and largest batch measured, beside the paper's at the same B."""
     rows = []
-    eager = table[~table["cuda_graph"].astype(bool)].dropna(subset=["ms_per_layer"])
-    if len(eager) > 1:
-        lo, hi = eager["ms_per_layer"].min(), eager["ms_per_layer"].max()
-        rows.append(_row("prefill_batch", f"eager ms per layer, max / min over B = {int(eager['batch'].min())} ... "
-                                          f"{int(eager['batch'].max())}", round(float(hi / lo), 3),
-                         "paper Table 2: 1.066 (B 32 ... 2048)", f"{lo:.1f} ... {hi:.1f} ms"))
-    graph = table[table["cuda_graph"].astype(bool)].dropna(subset=["graph_speedup"])
-    for batch in sorted({int(graph["batch"].min()), int(graph["batch"].max())}) if len(graph) else []:
-        r = graph[graph["batch"] == batch].iloc[0]
-        paper = r.get("paper_graph_speedup", float("nan"))
-        rows.append(_row("prefill_batch", f"CUDA graph speed-up over eager, B={batch}",
-                         round(float(r["graph_speedup"]), 2), "" if pd.isna(paper) else f"paper Table 2: {paper:.1f}x",
-                         f"{r['ms_per_layer']:.1f} ms per layer (paper {r['paper_ms_per_layer']:g})"))
+    for mode, part in table.groupby("mode", sort=False):
+        eager = part[~part["cuda_graph"].astype(bool)].dropna(subset=["ms_per_layer"])
+        if len(eager) > 1:
+            lo, hi = eager["ms_per_layer"].min(), eager["ms_per_layer"].max()
+            rows.append(_row("prefill_batch", f"{mode}: eager ms per layer, max / min over B = "
+                                              f"{int(eager['batch'].min())} ... {int(eager['batch'].max())}",
+                             round(float(hi / lo), 3), "paper Table 2: 1.066 (B 32 ... 2048)",
+                             f"{lo:.1f} ... {hi:.1f} ms"))
+        graph = part[part["cuda_graph"].astype(bool)].dropna(subset=["graph_speedup"])
+        for batch in sorted({int(graph["batch"].min()), int(graph["batch"].max())}) if len(graph) else []:
+            r = graph[graph["batch"] == batch].iloc[0]
+            paper = r.get("paper_graph_speedup", float("nan"))
+            rows.append(_row("prefill_batch", f"{mode}: CUDA graph speed-up over eager, B={batch}",
+                             round(float(r["graph_speedup"]), 2),
+                             "" if pd.isna(paper) else f"paper Table 2: {paper:.1f}x",
+                             f"{r['ms_per_layer']:.1f} ms per layer (paper {r['paper_ms_per_layer']:g})"))
     return rows
 
 
