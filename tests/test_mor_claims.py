@@ -28,7 +28,7 @@ COMMITTED = {
     "mor.tab3.ec_beats_recursive_isoflop": "held",
     "mor.tab3.mor_vs_vanilla_isoflop": "held",
     "mor.tab3.fixed_tokens_mor2": "held",
-    "mor.tab3.fixed_tokens_time_memory": "not measured",
+    "mor.tab3.fixed_tokens_time_memory": "not held",  # time 0.798x, memory 0.850x (paper 0.81, 0.75)
     "mor.tab3.ec_beats_tc": "held",
     "mor.tab3.kv_share_isoflop": "not held",
     "mor.tab3_fig5c.nll_rises_with_nr": "not held",
@@ -50,8 +50,8 @@ COMMITTED = {
     "mor.tab4.ec_router_arch_and_zloss": "not measured",
     "mor.tab4.tc_balancing_loss_vs_loss_free": "not measured",
     "mor.tab11.tc_design_rows": "not measured",
-    "mor.apph.tc_load_imbalance": "held",
-    "mor.fig5c.test_time_scaling": "not held",
+    "mor.apph.tc_load_imbalance": "not held",
+    "mor.fig5c.test_time_scaling": "held",
     "mor.fig5a.compute_optimal": "not measured",
     "mor.fig1_tab14.depth_follows_semantics": "held",
     "mor.fig7.kv_norms": "held",
@@ -158,7 +158,7 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
 def test_the_ablation_budget_tables_give_their_verdicts(with_ablations):
     table = judged(with_ablations)
     assert {i: table.loc[i, "verdict"] for i in ABLATION_VERDICTS} == ABLATION_VERDICTS
-    assert "tolerance 0.0256" in table.loc["mor.ours.middle_cycle_tied_best", "measured"]
+    assert "tolerance 0.0238" in table.loc["mor.ours.middle_cycle_tied_best", "measured"]
     # Table 12's equal-token row joins Table 3's KV-sharing diagnosis when it was measured
     assert "(kv_sharing.csv)" in table.loc["mor.tab3.kv_share_isoflop", "evidence"]
     assert "(kv_sharing.csv)" not in judged({k: v for k, v in with_ablations.items() if k != "kv_sharing"}).loc[
@@ -200,7 +200,7 @@ def test_paired_seeds_decide_mor_against_recursive(committed):
     moved = with_value(committed, "depth_scaling", key, "nll", 6.60)  # seed 1 above Recursive-3's 6.4449
     table = judged(moved)
     assert table.loc["mor.tab3.ec_beats_recursive_isoflop", "verdict"] == "not held"
-    assert "seed 1 reverses by 0.1551" in table.loc["mor.tab3.ec_beats_recursive_isoflop", "evidence"]
+    assert "seed 1 reverses by 0.1465" in table.loc["mor.tab3.ec_beats_recursive_isoflop", "evidence"]
     assert table.loc["mor.tab3.ec_beats_tc", "verdict"] == "not held"  # and above TC's
 
 
@@ -305,7 +305,10 @@ def test_throughput_and_test_time_scaling_flip(committed):
     falling = depth.assign(nll=np.where(ec, 7.0 - depth["depth_cap"], depth["nll"]))
     assert verdict({**committed, "depth_scaling": falling}, "mor.fig5c.test_time_scaling") == "held"
     # a failing step is measured against its paired standard error, when the table has one
-    noisy = depth.assign(step_se=np.where(depth["depth_cap"] > 1, 0.002, np.nan))
+    cap = (depth["label"] == "MoR-3 EC") & (depth["seed"] == 0)
+    cap2 = float(depth.loc[cap & (depth["depth_cap"] == 2), "nll"].iloc[0])
+    rising = depth.assign(nll=np.where(cap & (depth["depth_cap"] == 3), cap2 + 0.00036, depth["nll"]))
+    noisy = rising.assign(step_se=np.where(depth["depth_cap"] > 1, 0.002, np.nan))
     row = judged({**committed, "depth_scaling": noisy}).loc["mor.fig5c.test_time_scaling"]
     assert row["verdict"] == "not held" and "seed 0 cap 2 -> 3: +0.0004 = +0.18 s.e." in row["measured"]
 
@@ -478,7 +481,10 @@ def _cost_rounds(monkeypatch, time_ratios, memory_ratios) -> pd.DataFrame:
 
 def test_training_time_and_memory_claim_reads_the_paired_rounds(committed, monkeypatch):
     claim = "mor.tab3.fixed_tokens_time_memory"
-    assert verdict(committed, claim) == "not measured"  # the promoted tables predate train_cost.csv
+    promoted = judged(committed).loc[claim]  # 2026-12-05, AVX2 EPYC, fp32: time 0.798x, memory 0.850x
+    assert promoted["verdict"] == "not held" and "step time 0.798x vanilla" in promoted["measured"]
+    assert "training state (parameters, gradients, AdamW moments) is 0.640x" in promoted["evidence"]
+    assert verdict({k: v for k, v in committed.items() if k != "train_cost"}, claim) == "not measured"
     held = _cost_rounds(monkeypatch, [0.78, 0.80, 0.95], [0.70, 0.74, 0.76])  # medians 0.80 and 0.74
     row = judged({**committed, "train_cost": held}).loc[claim]
     assert row["verdict"] == "held" and "step time 0.800x vanilla [0.780, 0.950]" in row["measured"]
