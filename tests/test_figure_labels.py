@@ -245,6 +245,9 @@ def _cases() -> dict[str, Callable[[], object]]:
             _kv_geometry(), "Recursive model: norms and cross-depth similarity"),
         "rlib.mor.plots.plot_throughput": lambda: p03.plot_throughput(
             csv("03", "throughput"), "Quality vs measured decode throughput"),
+        "rlib.mor.plots.plot_train_cost": lambda: p03.plot_train_cost(
+            csv("03", "train_cost"), {"step time": 0.81, "peak memory": 0.75},
+            "MoR-2 EC vs vanilla, 4,096 tokens a step"),
         "rlib.mor.plots.plot_uptraining": lambda: p03.plot_uptraining(
             csv("03", "uptraining"), "smollm2-135m up-trained with each sharing strategy"),
         "rlib.mor.plots.plot_budgets": lambda: p03.plot_budgets(

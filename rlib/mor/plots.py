@@ -196,7 +196,8 @@ def plot_train_cost(table: pd.DataFrame, paper: dict[str, float], title: str) ->
     """Left: MoR / vanilla per paired round for step time and peak memory (`rlib.mor.train_cost` rows), with the
     paper's ratios dashed. Right: each model's median peak split into training state and the rest."""
     style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.6), gridspec_kw={"width_ratios": [1.2, 1]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.8), gridspec_kw={"width_ratios": [1.2, 1]},
+                                      layout="constrained")
     mor = table[table["nr"] > 0]
     colours = sns.color_palette(PALETTE, 2)
     for i, (column, name) in enumerate((("step_s / vanilla", "step time"), ("peak_mib / vanilla", "peak memory"))):
@@ -214,7 +215,7 @@ def plot_train_cost(table: pd.DataFrame, paper: dict[str, float], title: str) ->
     right.bar(medians.index, medians["state_mib"], color=colours[0], label="parameters, gradients, AdamW moments")
     right.bar(medians.index, medians["rest_mib"], bottom=medians["state_mib"], color=colours[1],
               label="activations, workspace")
-    right.set_ylabel("peak over the process baseline (MiB)")
+    right.set_ylabel("peak above baseline (MiB)")
     right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
     fig.suptitle(title)
     return fig
