@@ -22,7 +22,15 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["measure", "peak_rss", "process_peak_mib"]
+__all__ = ["measure", "peak_rss", "process_peak_mib", "reset_peak_rss"]
+
+
+def _status_mib(field: str) -> float:
+    """One memory field of /proc/self/status (VmHWM, VmRSS ...) in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/self/status: process memory needs Linux")
 
 
 def process_peak_mib() -> float:
@@ -31,10 +39,14 @@ def process_peak_mib() -> float:
     Not `getrusage().ru_maxrss`: Linux keeps that high-water mark across fork and exec, so a child would report
     its parent's peak. VmHWM belongs to the memory map that exec created fresh.
     """
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError("no VmHWM in /proc/self/status: peak RSS needs Linux")
+    return _status_mib("VmHWM")
+
+
+def reset_peak_rss() -> float:
+    """Lower this process's resident high-water mark to what it holds now (Linux: `clear_refs` 5) and return that
+    (MiB), so that a later `process_peak_mib` reads what came after, not an earlier transient."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_mib("VmRSS")
 
 
 def _child(folder: str, batch: int, seq_len: int) -> dict[str, float]:

@@ -53,16 +53,6 @@ PAPER_MEMORY_RATIO = 0.75
 MODELS: dict[str, MoRSpec | None] = {"Vanilla": None, "MoR-2 EC": MoRSpec.expert(2)}  # the paper's pair; vanilla first
 
 
-def _reset_peak_rss() -> float:
-    """Lower this process's resident high-water mark to what it holds now (Linux: `clear_refs` 5) and return that
-    (MiB), so that a later peak reads training alone, not a transient of reading the data."""
-    Path("/proc/self/clear_refs").write_text("5")
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError("no VmRSS in /proc/self/status: peak memory needs Linux")
-
-
 def _child(cfg: MoRConfig, spec: MoRSpec | None, warmup: int, steps: int) -> dict[str, float]:
     """In a fresh process: train one model `warmup + steps` steps with the chapter's recipe; time and peak memory."""
     import torch
@@ -80,7 +70,7 @@ def _child(cfg: MoRConfig, spec: MoRSpec | None, warmup: int, steps: int) -> dic
         torch.cuda.reset_peak_memory_stats()
         baseline = torch.cuda.memory_allocated() / 2**20
     else:
-        baseline = _reset_peak_rss()  # interpreter, torch, rlib and the windows
+        baseline = memory.reset_peak_rss()  # interpreter, torch, rlib and the windows
     model = make_model(variant, cfg, text.size)
     recipe = train_config(cfg, warmup + steps, variant.seed).override(
         log_every=1, eval_every=warmup + steps, checkpoint_every=0, checkpoint_final=False)
