@@ -99,6 +99,13 @@ SPECS: tuple[ClaimSpec, ...] = (
           "shortfall it calls 'matches', 730M at 16.5e18). The paper states it for models above 360M (vanilla 315M "
           "non-embedding) and has MoR behind vanilla at 135M, so with a smaller vanilla it is not testable at this "
           "scale, the numbers reported (until 2026-12-05 the book judged it at any size).", "budget_sweep.csv"),
+    _spec("mor.tab7.recursive_behind_vanilla", "App. C ('weight-sharing alone in recursive models degraded "
+          "performance compared to Vanilla'), Table 7",
+          "At equal FLOPs the fixed-depth Recursive model (Middle-Cycle, Nr=3, a third of the parameters) has a higher "
+          "NLL than vanilla in all 12 of Table 7's cells, e.g. 360M 3.4864 vs 3.3785 (2e18), 2.8466 vs 2.7824 "
+          "(16.5e18); the smallest gap is 0.0625 (360M, 5e18).",
+          "budget_sweep.csv (first seed): nll(Recursive-Nr (middle_cycle)) > nll(Vanilla) at every budget_flops "
+          "(direction; the paper gives no margin).", "budget_sweep.csv"),
     _spec("mor.tab7.advantage_shrinks_with_budget",
           "Sec. 3.2 ('particularly under low and mid-range budgets'), Table 7",
           "At every size >= 360M, MoR - vanilla NLL rises with the budget (2e18 / 5e18 / 16.5e18): 360M -0.2759 / "
@@ -696,6 +703,25 @@ def _fig3_vanilla(tables, cfg) -> Verdict:
         return Verdict(True, measured)
     return Verdict(False, measured, ("budget", f"MoR trails vanilla by up to {d.max():.4f} at {vanilla_m:.0f}M "
                                                "non-embedding parameters; needs: more seeds and budgets"))
+
+
+@_judges("mor.tab7.recursive_behind_vanilla")
+def _recursive_behind_vanilla(tables, cfg) -> Verdict:
+    wide = _sweep(tables, cfg).sort_index()
+    d = wide["rec"] - wide["vanilla"]
+    measured = "Recursive - vanilla: " + ", ".join(f"{v:+.4f} ({b:.3g})" for b, v in d.items())
+    if bool((d > 0).all()):
+        return Verdict(True, measured)
+    b = d[d <= 0].index[0]
+    sweep = _table(tables, "budget_sweep")
+    vanilla = sweep[(sweep["label"] == "Vanilla") & (sweep["budget_flops"] == b)].iloc[0]
+    noise = _optional(lambda: f"a lead of {-d[b]:.4f} is {-d[b] / _seed_std(tables, 'Vanilla'):.2f}x vanilla's and "
+                              f"{-d[b] / _seed_std(tables, _labels(cfg)['rec']):.2f}x Recursive's isoFLOP seed std "
+                              "(main.csv), one seed per budget; ", "one seed per budget; ")
+    return Verdict(False, measured, (
+        "budget", f"at {b:.3g} FLOPs vanilla sees {vanilla['tokens_m'] / vanilla['params_m']:.4f} tokens per "
+                  f"parameter (Table 7's fewest: 0.4) and both models sit near the initial plateau (vanilla "
+                  f"{wide.loc[b, 'vanilla']:.4f}); " + noise + "needs: 2 seeds per budget and budgets x4-x16"))
 
 
 @_judges("mor.tab7.advantage_shrinks_with_budget")
