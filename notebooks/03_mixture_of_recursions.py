@@ -63,6 +63,7 @@ from rlib.mor import (
     throughput,
     train_cost,
     uptrain,
+    vanilla_kv,
 )
 from rlib.mor.model import MoRDecoder
 from rlib.mor.serving import MoRProgram
@@ -107,7 +108,9 @@ run.table(tables.paper_budget_table(), "paper_budgets");
 runs = config.variants(cfg)
 sweep_cfg = config.BudgetSweepConfig.preset(profile)
 print(f"{len(runs)} runs:", ", ".join(v.name for v in runs))
-results = experiments.run_grid(cfg, work, also=budget_sweep.grids(cfg, sweep_cfg, work))
+kv_study = vanilla_kv.VanillaKVConfig.preset(profile)  # Table 12's vanilla rows (below; cpu-long)
+results = experiments.run_grid(cfg, work, also=(*budget_sweep.grids(cfg, sweep_cfg, work),
+                                                *vanilla_kv.grids(cfg, kv_study, work)))
 main = run.table(tables.main_table(results), "main")
 curves = tables.curves(results)
 run.figure(plots.plot_curves(curves, f"Validation NLL vs training FLOPs (isoFLOP budget {cfg.budget:.2g})"),
@@ -203,6 +206,19 @@ if cfg.sharings:
     run.table(tables.sharing_table(results), "sharing")
 if cfg.kv_share_rows or cfg.router_rows:  # recursion-wise caching rows at least
     run.table(tables.kv_table(results), "kv_sharing");
+
+# %% [markdown]
+# Table 12 also pretrains vanilla models whose layers share keys and values across depth, in groups of 2 or 3
+# consecutive (Seq) or cyclic (Cyc) layers, and finds that sharing "even improves the performance of vanilla models".
+# Each shared model here starts from its unshared reference's weights (same seed, same depth: the loop-3 pair at
+# the multiple of 3 nearest L, as the paper trains 30 layers beside 32) and reads the same batches
+# (`rlib.mor.vanilla_kv`). Figure 4c puts every architecture's pair side by side:
+
+# %%
+if kv_study.loops:
+    kv_vanilla = run.table(vanilla_kv.kv_table(vanilla_kv.run_grid(cfg, kv_study, work)), "kv_sharing_vanilla")
+    run.figure(plots.plot_kv_sharing(run.tables.get("kv_sharing"), kv_vanilla,
+                                     "Fig. 4c: NLL without and with KV sharing"), "kv_sharing");
 
 # %% [markdown]
 # ## Relaxing the sharing (Table 13)

@@ -32,6 +32,14 @@ FIXTURES = paths.ROOT / "tests" / "fixtures" / "figures"  # tables a profile no 
 # 2026-11-26 cpu run's)
 
 
+def _vanilla_kv() -> pd.DataFrame:
+    """A `rlib.mor.vanilla_kv.kv_table` of the cpu-long study's shape (two depths, two strategies each)."""
+    rows = [(14, "none", 1, 6.52), (14, "Seq", 2, 6.50), (14, "Cyc", 2, 6.55), (15, "none", 1, 6.49),
+            (15, "Seq", 3, 6.47), (15, "Cyc", 3, 6.51)]
+    return pd.DataFrame([{"label": f"Vanilla L={d}" + ("" if s == "none" else f", KV {s} {k}"), "n_layers": d,
+                          "kv_sharing": s, "kv_loop": k, "nll": nll} for d, s, k, nll in rows])
+
+
 def csv(chapter: str, name: str) -> pd.DataFrame:
     for root in (paths.FIGURES, paths.FIGURES / "cpu-long", FIXTURES):
         found = [f / f"{name}.csv" for f in root.glob(f"{chapter}_*") if (f / f"{name}.csv").is_file()]
@@ -248,6 +256,8 @@ def _cases() -> dict[str, Callable[[], object]]:
         "rlib.mor.plots.plot_train_cost": lambda: p03.plot_train_cost(
             csv("03", "train_cost"), {"step time": 0.81, "peak memory": 0.75},
             "MoR-2 EC vs vanilla, 4,096 tokens a step"),
+        "rlib.mor.plots.plot_kv_sharing": lambda: p03.plot_kv_sharing(
+            csv("03", "kv_sharing"), _vanilla_kv(), "Fig. 4c: NLL without and with KV sharing"),
         "rlib.mor.plots.plot_uptraining": lambda: p03.plot_uptraining(
             csv("03", "uptraining"), "smollm2-135m up-trained with each sharing strategy"),
         "rlib.mor.plots.plot_budgets": lambda: p03.plot_budgets(

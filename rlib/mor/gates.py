@@ -9,9 +9,6 @@ verdict of `mor.ours.gate_ablation`.
 
 from __future__ import annotations
 
-import argparse
-
-from rlib.config import ConfigError
 from rlib.mor.config import MoRConfig, MoRVariant, variants
 
 __all__ = ["gate_runs", "main"]
@@ -27,28 +24,17 @@ def gate_runs(cfg: MoRConfig) -> list[MoRVariant]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlib.mor.gates", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="cpu-long",
-                        help="the MoRConfig preset (smoke, cpu-long, gpu; cpu leaves the ablation to cpu-long)")
-    args = parser.parse_args(argv)
-    from rlib import threads
     from rlib.experiments import work_dir
-    from rlib.mor import claims, experiments, tables
+    from rlib.mor import experiments, tables
+    from rlib.mor.study_cli import run_study
 
-    threads.configure()
-    try:
-        cfg = MoRConfig.preset(args.profile)
-    except ConfigError as err:
-        parser.error(str(err))
-    if not cfg.gate_ablations:
-        parser.error(f"the {args.profile} preset has no gate_ablations to run (the cpu profile leaves them to "
-                     "cpu-long: --profile cpu-long)")
-    results = experiments.run_grid(cfg, work_dir(args.profile, CHAPTER), gate_runs(cfg))
-    gates = tables.gate_table(results, cfg.n_recursions)
-    print(gates.to_markdown(index=False))
-    row = claims.judge({"gates": gates}, cfg, args.profile).finish().set_index("id").loc["mor.ours.gate_ablation"]
-    print(f"\nmor.ours.gate_ablation: {row['verdict']}\n{row['measured']}\n{row['evidence'] or ''}".rstrip())
-    return 0
+    def gates(cfg: MoRConfig, profile: str):
+        results = experiments.run_grid(cfg, work_dir(profile, CHAPTER), gate_runs(cfg))
+        return tables.gate_table(results, cfg.n_recursions)
+
+    return run_study(argv, "python -m rlib.mor.gates", __doc__.splitlines()[0],
+                     lambda profile: bool(MoRConfig.preset(profile).gate_ablations), gates, "gates",
+                     "mor.ours.gate_ablation")
 
 
 if __name__ == "__main__":

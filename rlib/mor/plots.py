@@ -8,6 +8,7 @@
     plot_kv_geometry     per-depth norms and cross-depth cosine similarity of hidden states, keys, values (Fig. 7, 8)
     plot_throughput      test NLL against measured decode speed-up over vanilla, at B and B = Max (Fig. 4a)
     plot_train_cost      MoR-2's training step time and peak memory over vanilla's, per paired round (Sec. 3.1)
+    plot_kv_sharing      test NLL without and with KV sharing per architecture (Fig. 4c, Table 12)
     plot_uptraining      NLL after up-training per initialization and sharing, reduced and full references (Table 9)
     plot_budgets         test NLL against the isoFLOP budget per model (Fig. 3's axes)
     plot_compute_optimal test NLL against model size per budget, fitted optima and their path (Fig. 5a)
@@ -26,8 +27,8 @@ from rlib.mor.tables import smoothed_maxvio
 from rlib.plotting import PALETTE, loop_colours, new_figure, style
 
 __all__ = ["plot_budgets", "plot_compute_optimal", "plot_curves", "plot_depth_scaling", "plot_kv_geometry",
-           "plot_load_trace", "plot_router_outputs", "plot_throughput", "plot_token_depths", "plot_train_cost",
-           "plot_uptraining"]
+           "plot_kv_sharing", "plot_load_trace", "plot_router_outputs", "plot_throughput", "plot_token_depths",
+           "plot_train_cost", "plot_uptraining"]
 
 
 def plot_curves(curves: pd.DataFrame, title: str) -> Figure:
@@ -218,6 +219,35 @@ def plot_train_cost(table: pd.DataFrame, paper: dict[str, float], title: str) ->
     right.set_ylabel("peak above baseline (MiB)")
     right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
     fig.suptitle(title)
+    return fig
+
+
+def plot_kv_sharing(kv: pd.DataFrame | None, vanilla: pd.DataFrame | None, title: str) -> Figure:
+    """Fig. 4c: per architecture, the NLL without KV sharing and with it (`kv_table`: Recursive, MoR-E, MoR-T under
+    Middle-Cycle; `rlib.mor.vanilla_kv.kv_table`: vanilla per depth, each strategy), joined by a line."""
+    rows: list[tuple[str, float, list[tuple[str, float]]]] = []
+    for depth, group in ([] if vanilla is None else vanilla.groupby("n_layers", sort=False)):
+        none = group[group["kv_sharing"] == "none"]["nll"]
+        shared = [(f"{r.kv_sharing} {r.kv_loop}", r.nll) for r in group[group["kv_sharing"] != "none"].itertuples()]
+        rows.append((f"Vanilla\nL={depth}", float(none.iloc[0]) if len(none) else np.nan, shared))
+    names = {"none": "Recursive", "expert": "MoR-E", "token": "MoR-T"}
+    for r in ([] if kv is None else kv.itertuples()):
+        if r.routing in names and {"cache", "share"} <= set(kv.columns):
+            rows.append((names[r.routing], r.cache, [("M-Cyc", r.share)]))
+    fig, ax = new_figure(6.4, 3.8)
+    off, on = sns.color_palette(PALETTE, 3)[2], sns.color_palette(PALETTE, 1)[0]
+    for x, (_, none, shared) in enumerate(rows):
+        ax.plot([x], [none], "o", color=off, markersize=8, label="KV sharing off" if x == 0 else None)
+        for k, (what, nll) in enumerate(shared):
+            ax.plot([x, x + 0.18 * (k + 1)], [none, nll], color="0.6", linewidth=0.8)
+            ax.plot([x + 0.18 * (k + 1)], [nll], "s", color=on, markersize=7,
+                    label="KV sharing on" if x == 0 and k == 0 else None)
+            ax.annotate(what, (x + 0.18 * (k + 1), nll), textcoords="offset points", xytext=(4, -3), fontsize=7)
+    ax.set_xticks(range(len(rows)), [name for name, _, _ in rows])
+    ax.set_xlim(-0.5, len(rows) - 0.2)
+    ax.set_ylabel("test NLL (ablation budget)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     return fig
 
 
