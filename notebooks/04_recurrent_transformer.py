@@ -86,6 +86,30 @@ book.show_source(tiled_forward)
 exact = run.table(experiments.exactness_table(cfg), "exactness")
 
 # %% [markdown]
+# ## What one layer can represent (Theorem 1 / A.1, Sec. 3.2)
+#
+# Without norms, a width-3D RT simulates any width-D Transformer of the same depth exactly (App. A): its width holds
+# three blocks, carry, live and scratch. Queries and keys read carry only, values land in scratch, and the MLP
+# writes the Transformer layer's output into live while it cancels scratch; the next layer reads live as its carry.
+# With a ReLU MLP, which passes the identity as relu(u) - relu(-u), the construction is exact. We build it for
+# random norm-free Transformers of depth 1 to 4 and compare attention probabilities and outputs in float64:
+
+# %%
+from rlib.recurrent import simulation  # noqa: E402
+
+simulated = run.table(simulation.simulation_table(), "theorem_a1")
+
+# %% [markdown]
+# Sec. 3.2: when a positional bias concentrates every query's attention on the previous position's persistent pair,
+# the layer is an RNN, z_t = x_t + α(V·RMS(z_{t-1}) + MLP[RMS(x_t + α V·RMS(z_{t-1}))]). The chapter's own layer
+# (random weights, float64), run position by position with the other scores lowered by a gap G, against that
+# recurrence computed with the same maps:
+
+# %%
+recurrence = run.table(simulation.recurrence_table(), "token_recurrence")
+run.figure(plots.plot_token_recurrence(recurrence, "Sec. 3.2: the layer against its RNN form"), "token_recurrence");
+
+# %% [markdown]
 # ## Why deep paths do not explode (Theorem 4.1)
 #
 # Inside one layer, token 1 reaches position t along every chain 1 < j₁ < … < t of write-then-read hops. For a

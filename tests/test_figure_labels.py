@@ -40,6 +40,13 @@ def _vanilla_kv() -> pd.DataFrame:
                           "kv_sharing": s, "kv_loop": k, "nll": nll} for d, s, k, nll in rows])
 
 
+def _token_recurrence() -> pd.DataFrame:
+    """A `rlib.recurrent.simulation.recurrence_table` of its default shape (distances falling with the gap)."""
+    gaps = [0.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+    return pd.DataFrame([{"position": p, "gap": g, "rel_diff": 0.15 * np.exp(-0.9 * g) + 1e-16}
+                         for p in ("alibi", "rope") for g in gaps])
+
+
 def csv(chapter: str, name: str) -> pd.DataFrame:
     for root in (paths.FIGURES, paths.FIGURES / "cpu-long", FIXTURES):
         found = [f / f"{name}.csv" for f in root.glob(f"{chapter}_*") if (f / f"{name}.csv").is_file()]
@@ -265,6 +272,8 @@ def _cases() -> dict[str, Callable[[], object]]:
         "rlib.mor.plots.plot_compute_optimal": lambda: p03.plot_compute_optimal(
             *_compute_optimal(), "Test NLL against model size per budget; stars: fitted optima"),
         "rlib.recurrent.plots.plot_tile_schedule": lambda: p04.plot_tile_schedule(32, "Dyadic tiles for N = 32"),
+        "rlib.recurrent.plots.plot_token_recurrence": lambda: p04.plot_token_recurrence(
+            _token_recurrence(), "Sec. 3.2: the layer against its RNN form"),
         "rlib.recurrent.plots.plot_traffic": lambda: p04.plot_traffic(
             csv("04", "traffic"), "Attention traffic of one layer's prefill"),
         "rlib.recurrent.plots.plot_latency": lambda: p04.plot_latency(

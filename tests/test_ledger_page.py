@@ -118,10 +118,16 @@ KNOWN_DRIFT = {
     ("cpu-long", "03_mixture_of_recursions", "mor.fig4a.throughput_rises_with_nr"): (None, "not measured"),
     # 2026-12-05: App. C's 'weight-sharing alone degraded performance compared to Vanilla' (Table 7), a new claim
     ("cpu-long", "03_mixture_of_recursions", "mor.tab7.recursive_behind_vanilla"): (None, "not held"),
+    # 2026-12-05: Sec. 3.1's fixed-token sentence has an accuracy half ('lower validation loss and higher accuracy')
+    **{(profile, "03_mixture_of_recursions", "mor.tab3.fixed_tokens_mor2_accuracy"): (None, "not held")
+       for profile in ("cpu", "cpu-long")},
     # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     **{(profile, "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured")
        for profile in ("cpu", "cpu-long")},
+    # 2026-12-05: Theorem 1 / A.1 (a width-3D RT simulates a Transformer) and Sec. 3.2's token recurrence, new claims
+    **{(profile, "04_recurrent_transformer", claim): (None, "not measured") for profile in ("cpu", "cpu-long")
+       for claim in ("rt.thm1.simulates_transformer", "rt.s3_2.token_recurrence")},
     # 2026-12-05: Fig. 4 is judged on the paper's PyTorch tiles (no custom kernels), over the naive loop's span
     ("cpu", "04_recurrent_transformer", "rt.fig4.latency_growth"): ("held", "not held"),
 }

@@ -24,6 +24,8 @@ CPU_VERDICTS = {
     "rt.s5.traffic_n_log_n": "held",
     "rt.s5.traffic_n_log_n.ours": "held",
     "rt.s5.arithmetic_intensity": "held",
+    "rt.thm1.simulates_transformer": "not measured",  # theorem_a1: written since 2026-12-05, not yet promoted
+    "rt.s3_2.token_recurrence": "not measured",  # token_recurrence: likewise
     "rt.thm4_1.closed_form": "held",
     "rt.thm4_1.no_explosion_no_vanishing": "held",
     "rt.thm4_1.grows_above_one.ours": "held",

@@ -9,6 +9,7 @@
     plot_tuning_curves  the tuning grid's learning curves beside the main run's (App. D.2)
     plot_ablation       test NLL against learning rate with and without the pre-KV norm (Fig. 7)
     plot_gradient_paths ||dz_t/dx_1|| against t for several spectral radii of alpha V (Theorem 4.1)
+    plot_token_recurrence  the layer's distance to its RNN form against the logit gap on the previous pair (Sec. 3.2)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kernels.tiled_prefill import tiles
 from rlib.plotting import PALETTE, new_figure
 
 __all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_task_curves", "plot_tasks",
-           "plot_tile_schedule", "plot_traffic", "plot_tuning_curves"]
+           "plot_tile_schedule", "plot_token_recurrence", "plot_traffic", "plot_tuning_curves"]
 
 
 def _label(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -191,4 +192,16 @@ def plot_gradient_paths(table: pd.DataFrame, title: str) -> Figure:
         ax.semilogy(rows["t"], rows["one_hop_norm"], linestyle=":", color=colour, label=f"one hop, radius {radius:g}")
     _label(fig, "position t", "||dz_t / dx_1|| (Frobenius)", title)
     ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    return fig
+
+
+def plot_token_recurrence(table: pd.DataFrame, title: str) -> Figure:
+    """`rlib.recurrent.simulation.recurrence_table`: max |z_layer - z_rnn| / max |z| against the logit gap G."""
+    fig, ax = new_figure(5.6, 3.4)
+    positions = list(dict.fromkeys(table["position"]))
+    for colour, marker, position in zip(sns.color_palette(PALETTE, len(positions)), "os^", positions):
+        rows = table[table["position"] == position]
+        ax.semilogy(rows["gap"], rows["rel_diff"], marker=marker, color=colour, label=position)
+    _label(fig, "logit gap G on the previous persistent pair", "max |z - z_RNN| / max |z|", title)
+    ax.legend(fontsize=8)
     return fig
