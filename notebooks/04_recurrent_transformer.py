@@ -173,6 +173,14 @@ run.table(experiments.decode_cost(cfg, repeats=15), "decode_cost");
 # came before it. A single RT layer can, because position i's persistent key is made after it attended to
 # position i - 1. Each task trains both layer kinds with the same width, data and recipe:
 
+# %% [markdown]
+# The paper trains the suite "as in Poli et al. (2024)" (App. D.2), MAD's baseline recipe; this run's recipe beside it
+# (the generators follow MAD's `instances.py`, fuzzy recall's test sequences included, whose keys all have the full
+# motif length):
+
+# %%
+run.table(tables.task_setup_table(cfg), "task_setup")
+
 # %%
 task_results = experiments.run_task_grid(cfg, work)
 task_table = run.table(tables.task_table(task_results), "tasks")

@@ -36,6 +36,56 @@ def test_recall_scores_exactly_the_values_of_keys_seen_before():
             assert int(target[t]) == int(row[earlier[-1] + 1]), "its target is the value that followed it"
 
 
+def _fuzzy_pairs(tokens: list[int], flags: list[bool]) -> list[tuple[tuple[int, ...], tuple[int, ...], bool]]:
+    """Split a fuzzy-recall row (pad 15, keys 0..6, values 7..14) into (key, value, scored) runs."""
+    pairs, i = [], 0
+    tokens_flags = [(t, f) for t, f in zip(tokens, flags) if t != 15]
+    while i < len(tokens_flags):
+        key = []
+        while i < len(tokens_flags) and tokens_flags[i][0] < 7:
+            key.append(tokens_flags[i][0])
+            i += 1
+        value, scored = [], []
+        while i < len(tokens_flags) and 7 <= tokens_flags[i][0] < 15:
+            value.append(tokens_flags[i][0])
+            scored.append(tokens_flags[i][1])
+            i += 1
+        pairs.append((tuple(key), tuple(value), all(scored) and bool(scored)))
+    return pairs
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_fuzzy_recall_scores_the_values_of_keys_seen_before_and_asks_the_probe_last(split):
+    data = make_task("fuzzy_recall", 32, 64, seed=5, split=split)
+    for inputs, targets in zip(data.inputs, data.targets):
+        tokens = inputs.tolist() + [int(targets[-1])]  # the row's last token is the final probe's last value token
+        flags = [False] + (targets != IGNORE).tolist()
+        pairs = _fuzzy_pairs(tokens, flags)
+        seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+        for i, (key, value, scored) in enumerate(pairs):
+            if i > 0:  # the first pair may be cut by the left edge
+                assert scored == (key in seen), "a value is scored exactly when its key came before"
+                if key in seen:
+                    assert value == seen[key], "and it is the value that key had"
+            seen[key] = value
+        assert pairs[-1][2], "the last pair asks the probe again"
+        if split == "test":
+            assert all(len(key) == 3 for key, _, _ in pairs[1:]), "test keys have the full motif length (MAD)"
+    assert {len(key) for row in make_task("fuzzy_recall", 16, 64, seed=5).inputs
+            for key, _, _ in _fuzzy_pairs(row.tolist(), [False] * 64)[1:]} == {1, 2, 3}
+    with pytest.raises(ConfigError, match="split='val'"):
+        make_task("fuzzy_recall", 4, 64, 0, split="val")
+
+
+def test_recall_draws_each_keys_value_on_its_own():
+    data = make_task("in_context_recall", 64, 64, seed=0)  # MAD draws one value per key, so two keys may share one
+    shared = 0
+    for row in data.inputs.tolist():
+        values = {row[i]: row[i + 1] for i in range(0, len(row) - 1) if row[i] < 8 and row[i + 1] >= 8}
+        shared += len(set(values.values())) < len(values)
+    assert shared > 0
+
+
 def test_copy_tasks_ask_for_the_content_in_order():
     sel = make_task("selective_copying", 4, 64, seed=1)
     for row, target in zip(sel.inputs, sel.targets):
@@ -118,14 +168,15 @@ def test_fit_takes_its_loss_on_the_chosen_targets(loss_on):
 
 def test_one_rt_layer_learns_recall_beyond_elimination():
     """The regression test for the chapter's fix (init, standard ALiBi slopes, scored-target loss): one RT layer must
-    recall values (token accuracy > 0.5), not only guess among the values seen so far (~0.3 at T = 16). With max bias
-    8 the layer sits on that plateau for ~380 steps before it jumps (measured: 0.33 after 512 steps, 0.985 after
-    1024; max bias 2 leaves it after ~250), so it trains 16 epochs of 64 steps."""
+    recall values (token accuracy > 0.5), not only guess among the values seen so far. With MAD's value draws (each
+    key's value drawn on its own, since 2026-12-05) and max bias 8 it left that plateau between steps 256 (0.45) and
+    512 (0.92) and reached 0.996 at step 1024 of a 2048-step schedule (measured 2026-12-05); a 1024-step schedule
+    once stayed on the plateau, its learning rate decayed before the jump, so it trains 32 epochs of 64 steps."""
     train_data = make_task("in_context_recall", 4096, 16, seed=1)
     test_data = make_task("in_context_recall", 256, 16, seed=2)
     config = RTConfig(vocab_size=train_data.vocab_size, d_model=64, n_layers=1, n_heads=4, alibi_max_bias=8.0)
     model = TaskModel(config, "lm", 16, tile_impl="reference")
-    fit(model, train_data, FitConfig(epochs=16, batch_size=64, lr=3e-3, loss_on="scored"))
+    fit(model, train_data, FitConfig(epochs=32, batch_size=64, lr=3e-3, loss_on="scored"))
     assert evaluate(model, test_data)["token_acc"] > 0.5
 
 
@@ -155,3 +206,14 @@ def test_copy_counting_ceiling_matches_the_hand_count():
     assert copy_counting_ceiling(4, n=100) == 1.0  # one letter left: always right
     chance = chance_token_acc("copy", 64)
     assert 3.0 * chance < copy_counting_ceiling(64, n=500) < 4.0 * chance  # the chapter's copy length: ~3.5x
+
+
+def test_the_setup_table_sets_every_departure_from_mads_recipe_beside_it():
+    from rlib.recurrent.config import RecurrentConfig
+    from rlib.recurrent.tables import MAD_STEPS, task_setup_table
+
+    table = task_setup_table(RecurrentConfig.preset("cpu")).set_index("setting")
+    assert MAD_STEPS == 20_000 and table.loc["batch x epochs = optimizer steps", "MAD baseline"] == "128 x 200 = 20,000"
+    assert table.loc["batch x epochs = optimizer steps", "this run"] == "64 x 5 = 1,000"
+    assert table.loc["sequence length: selective_copying"].tolist() == ["256", "64"]
+    assert table.loc["loss", "this run"] == "the scored targets only"

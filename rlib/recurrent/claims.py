@@ -28,6 +28,7 @@ import pandas as pd
 from rlib.book.claims import ClaimSpec, Ledger
 from rlib.recurrent.config import RecurrentConfig, alibi_slopes
 from rlib.recurrent.table2 import PAPER_TABLE2_MS
+from rlib.recurrent.tables import MAD_STEPS
 from rlib.recurrent.tasks import chance_token_acc, copy_counting_ceiling
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
@@ -35,7 +36,6 @@ __all__ = ["CHAPTER", "SPECS", "judge"]
 CHAPTER = "04_recurrent_transformer"
 RECALL = ("in_context_recall", "noisy_recall", "fuzzy_recall")
 COPYING = ("selective_copying", "copy")
-MAD_STEPS = 20_000  # MAD's baseline schedule: 12,800 examples / batch 128 x 200 epochs
 CHINCHILLA_TOKENS_PER_PARAM = 20  # the paper trains at 1x Chinchilla
 ABOVE_CHANCE = 0.01  # token accuracy this far above a uniform guess counts as above chance (threshold ours)
 GPU_CHECK = "needs: make gpu-check on a GPU"

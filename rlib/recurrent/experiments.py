@@ -133,7 +133,7 @@ def decode_cost(cfg: RecurrentConfig, repeats: int = 5) -> pd.DataFrame:
 
 def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
     train_data = make_task(run.task, cfg.task_train, run.seq_len, seed=1000 + run.seed)
-    test_data = make_task(run.task, cfg.task_test, run.seq_len, seed=2000 + run.seed)
+    test_data = make_task(run.task, cfg.task_test, run.seq_len, seed=2000 + run.seed, split="test")
     if run.task == "memorization":  # a memorised map is scored on the pairs it was trained on (MAD does too)
         test_data = train_data.subset(slice(0, cfg.task_test))
     d, heads = cfg.task_width

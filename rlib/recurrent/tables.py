@@ -25,8 +25,43 @@ import pandas as pd
 from rlib.recurrent.tasks import chance_token_acc
 from rlib.tasks import CHANCE
 
-__all__ = ["DOWNSTREAM_CHANCE", "ablation_table", "batch_table", "downstream_table", "lm_curves", "lm_table",
-           "lm_validation_table", "loss_table", "task_curve_table", "task_seed_table", "task_table", "tuning_table"]
+__all__ = ["DOWNSTREAM_CHANCE", "MAD_BASELINE", "MAD_STEPS", "ablation_table", "batch_table", "downstream_table",
+           "lm_curves", "lm_table", "lm_validation_table", "loss_table", "task_curve_table", "task_seed_table",
+           "task_setup_table", "task_table", "tuning_table"]
+
+
+# MAD's baseline recipe (Poli et al. 2024, mad-lab `configs/tasks/*.yml`, `mad/configs.py`), which the paper follows
+# "as in Poli et al." (App. D.2): the sequence length of each task and the training settings shared by all
+MAD_BASELINE = {
+    "lengths": {"in_context_recall": 128, "noisy_recall": 128, "fuzzy_recall": 128, "selective_copying": 256,
+                "compression": 32, "memorization": 32, "copy": None},  # copy is Jelassi et al.'s, without settings
+    "train examples": 12_800, "test examples": 1_280, "batch": 128, "epochs": 200,
+    "learning rate": "best of {1e-4, 5e-4, 1e-3} x weight decay {0, 0.1}", "schedule": "cosine to 1e-6",
+    "width / heads": "128 / 16", "loss": "every next token",
+}
+MAD_STEPS = MAD_BASELINE["train examples"] // MAD_BASELINE["batch"] * MAD_BASELINE["epochs"]  # 20,000
+
+
+def task_setup_table(cfg) -> pd.DataFrame:
+    """The synthetic suite's recipe in this run beside MAD's baseline (App. D.2: 'as in Poli et al. (2024)'), so a
+    reader sees every departure: one row per setting, the sequence length one row per task."""
+    width, heads = cfg.task_width
+    steps = cfg.task_train // cfg.task_batch * cfg.task_epochs
+    loss = {"all": "every next token", "scored": "the scored targets only"}[cfg.task_loss]
+    rows = [("train / test examples", f"{MAD_BASELINE['train examples']:,} / {MAD_BASELINE['test examples']:,}",
+             f"{cfg.task_train:,} / {cfg.task_test:,}"),
+            ("batch x epochs = optimizer steps",
+             f"{MAD_BASELINE['batch']} x {MAD_BASELINE['epochs']} = {MAD_STEPS:,}",
+             f"{cfg.task_batch} x {cfg.task_epochs} = {steps:,}"),
+            ("learning rate", MAD_BASELINE["learning rate"],
+             f"{cfg.task_lr:g}" + (" (+ the tuning grid: task_tuning)" if cfg.task_tuning else "")),
+            ("schedule", MAD_BASELINE["schedule"], "linear warm-up (5 %), cosine to 0"),
+            ("width / heads", MAD_BASELINE["width / heads"], f"{width} / {heads}"),
+            ("loss", MAD_BASELINE["loss"], loss + (" (and MAD's on " + ", ".join(cfg.loss_ablation_tasks) + ")"
+                                                   if cfg.loss_ablation_tasks else ""))]
+    rows += [(f"sequence length: {task}", "-" if MAD_BASELINE["lengths"].get(task) is None else
+              str(MAD_BASELINE["lengths"][task]), str(length)) for task, length in cfg.tasks]
+    return pd.DataFrame(rows, columns=["setting", "MAD baseline", "this run"])
 
 
 def _tuned(r: dict[str, Any]) -> bool:

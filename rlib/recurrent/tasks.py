@@ -7,10 +7,12 @@ Generators written here from the task definitions (token layout follows MAD's `i
 accuracy is measured on `targets` (for the recall tasks: the values of keys seen before, not the unpredictable
 rest, which MAD still trains on).
 
-    in_context_recall   key-value pairs (keys 0..7, values 8..15, one value per key per sequence); predict the value
-                        after every key that appeared before
+    in_context_recall   key-value pairs (keys 0..7, values 8..15, each key's value drawn on its own once per sequence,
+                        as MAD draws it, so two keys may share one); predict the value after every key that appeared
+                        before
     noisy_recall        the same with noise tokens (16..31) inserted in 20 % of the pair slots
-    fuzzy_recall        keys and values are motifs of 1-3 tokens; seen pairs recur, and their values are scored
+    fuzzy_recall        keys and values are motifs of 1-3 tokens; a key seen before brings its value back, which is
+                        scored, and a probe pair is asked again at the end (test keys: 3 tokens, as MAD's)
     selective_copying   16 content tokens scattered among blanks; after the copy token, emit them in order
     compression         31 tokens and a compression token; reconstruct all 32 from the last position's state
     memorization        a fixed key -> value map (the same in every sequence), learned in the weights
@@ -26,9 +28,10 @@ import torch
 
 from rlib.config import ConfigError
 
-__all__ = ["IGNORE", "TASKS", "TaskData", "chance_token_acc", "copy_counting_ceiling", "make_task"]
+__all__ = ["IGNORE", "SPLITS", "TASKS", "TaskData", "chance_token_acc", "copy_counting_ceiling", "make_task"]
 
 IGNORE = -100
+SPLITS = ("train", "test")
 
 
 @dataclass
@@ -64,7 +67,7 @@ def in_context_recall(n: int, seq_len: int, rng: np.random.Generator, noise_voca
     seqs = np.zeros((n, total), dtype=np.int64)
     scored = np.zeros((n, total), dtype=bool)
     for row in range(n):
-        mapping = rng.permutation(np.arange(values_start, values_start + n_keys))  # key -> value, this sequence
+        mapping = rng.integers(values_start, values_start + n_keys, size=n_keys)  # key -> value (MAD: one draw each)
         tokens: list[int] = []
         flags: list[bool] = []
         seen: set[int] = set()
@@ -82,36 +85,49 @@ def in_context_recall(n: int, seq_len: int, rng: np.random.Generator, noise_voca
     return _shifted(seqs, scored, vocab)
 
 
-def fuzzy_recall(n: int, seq_len: int, rng: np.random.Generator, max_motif: int = 3) -> TaskData:
-    """Key motifs from tokens 0..6, value motifs from 7..14, pad 15 (left padding); 30 % of the pairs repeat a seen
-    key with its value, which is then predictable and scored."""
-    pad, vocab = 15, 16
+def fuzzy_recall(n: int, seq_len: int, rng: np.random.Generator, max_motif: int = 3,
+                 split: str = "train") -> TaskData:
+    """MAD's fuzzy in-context recall (baseline: vocabulary 16, motifs up to 3, multi-query). Keys are ordered tuples of
+    distinct tokens from 0..6, values from 7..14, pad 15 on the left. Each pair draws its key and value lengths
+    uniformly in 1..max_motif; a key seen before (same tuple) brings back its value, which is then scored. A probe
+    pair is placed at a random point of the sequence and asked again at the end. Test sequences (`split="test"`) use
+    keys of the full motif length only, as MAD prompts at the maximum key size."""
+    if split not in SPLITS:
+        raise ConfigError(f"split={split!r}: use one of {SPLITS}")
+    pad, vocab, key_tokens, value_tokens = 15, 16, np.arange(0, 7), np.arange(7, 15)
+    sizes = range(1, max_motif + 1)
+    key_sizes = list(sizes) if split == "train" else [max_motif]
+
+    def motif(tokens: np.ndarray, size: int) -> tuple[int, ...]:
+        return tuple(int(t) for t in rng.choice(tokens, size=size, replace=False))
+
     seqs = np.full((n, seq_len + 1), pad, dtype=np.int64)
     scored = np.zeros((n, seq_len + 1), dtype=bool)
     for row in range(n):
+        probe_key = motif(key_tokens, int(rng.choice(key_sizes)))
+        probe_value = motif(value_tokens, int(rng.choice(sizes)))
+        probe_len = len(probe_key) + len(probe_value)
+        body = seq_len - probe_len - 2 * max_motif  # pairs are drawn while the sequence is shorter
+        probe_at = int(rng.integers(0, max(1, body)))  # MAD draws below seq_len - 2 probe_len, which can miss the body
+        values: dict[tuple[int, ...], tuple[int, ...]] = {}
         tokens: list[int] = []
         flags: list[bool] = []
-        pairs: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-        while True:
-            if pairs and rng.random() < 0.3:  # repeat a seen pair: its value is now predictable
-                key, value = pairs[int(rng.integers(0, len(pairs)))]
-                fresh = False
+        while len(tokens) < body:
+            if probe_key not in values and len(tokens) >= probe_at:  # the probe pair, not yet scored
+                key, value, seen = probe_key, probe_value, False
             else:
-                key = tuple(int(t) for t in rng.choice(7, size=int(rng.integers(1, max_motif + 1)), replace=False))
-                value = tuple(int(t) for t in rng.choice(np.arange(7, 15), size=int(rng.integers(1, max_motif + 1)),
-                                                         replace=False))
-                fresh = all(k != key for k, _ in pairs)
-                if fresh:
-                    pairs.append((key, value))
-                else:
-                    value = next(v for k, v in pairs if k == key)
-            if len(tokens) + len(key) + len(value) > seq_len + 1:
-                break
+                key = motif(key_tokens, int(rng.choice(key_sizes)))
+                seen = key in values
+                value = probe_value if key == probe_key else values.get(key) or motif(value_tokens,
+                                                                                      int(rng.choice(sizes)))
+            values[key] = value
             tokens += [*key, *value]
-            flags += [False] * len(key) + [not fresh] * len(value)
-        start = seq_len + 1 - len(tokens)
-        seqs[row, start:] = tokens
-        scored[row, start:] = flags
+            flags += [False] * len(key) + [seen] * len(value)
+        tokens += [*probe_key, *probe_value]  # asked again at the end: its value is scored
+        flags += [False] * len(probe_key) + [True] * len(probe_value)
+        tokens, flags = tokens[-(seq_len + 1):], flags[-(seq_len + 1):]
+        seqs[row, seq_len + 1 - len(tokens):] = tokens
+        scored[row, seq_len + 1 - len(tokens):] = flags
     return _shifted(seqs, scored, vocab)
 
 
@@ -219,10 +235,14 @@ def copy_counting_ceiling(seq_len: int, n: int = 2000, seed: int = 0, alphabet: 
     return (hits / n + 1) / (letters + 1)
 
 
-def make_task(name: str, n: int, seq_len: int, seed: int) -> TaskData:
-    """`n` sequences of task `name` (TASKS) with T = seq_len tokens each, from a seeded generator."""
+def make_task(name: str, n: int, seq_len: int, seed: int, split: str = "train") -> TaskData:
+    """`n` sequences of task `name` (TASKS) with T = seq_len tokens each, from a seeded generator; `split` "test"
+    draws what MAD's test instances are (only fuzzy recall differs: keys of the full motif length)."""
     if name not in TASKS:
         raise ConfigError(f"task {name!r} unknown; choose from {sorted(TASKS)}")
     if n < 1 or seq_len < 4:
         raise ConfigError(f"task {name!r} needs n >= 1 and seq_len >= 4 (got n={n}, seq_len={seq_len})")
-    return TASKS[name](n, seq_len, np.random.default_rng(seed))
+    if split not in SPLITS:
+        raise ConfigError(f"split={split!r}: use one of {SPLITS}")
+    rng = np.random.default_rng(seed)
+    return fuzzy_recall(n, seq_len, rng, split=split) if name == "fuzzy_recall" else TASKS[name](n, seq_len, rng)
