@@ -235,7 +235,8 @@ def plot_kv_sharing(kv: pd.DataFrame | None, vanilla: pd.DataFrame | None, title
         if r.routing in names and {"cache", "share"} <= set(kv.columns):
             rows.append((names[r.routing], r.cache, [("M-Cyc", r.share)]))
     fig, ax = new_figure(6.4, 3.8)
-    off, on = sns.color_palette(PALETTE, 3)[2], sns.color_palette(PALETTE, 1)[0]
+    colours = sns.color_palette(PALETTE, 3)
+    on, off = colours[0], colours[2]
     for x, (_, none, shared) in enumerate(rows):
         ax.plot([x], [none], "o", color=off, markersize=8, label="KV sharing off" if x == 0 else None)
         for k, (what, nll) in enumerate(shared):

@@ -209,12 +209,13 @@ def rnn_layer(layer: RTLayer, x: torch.Tensor) -> torch.Tensor:
     """Sec. 3.2's recurrence with the layer's own maps: a_t = v_{t-1} (the previous persistent value, every head of its
     group), z_t = post_attention(x_t, a_t); position 0 attends to its temporary pair alone."""
     n, positions = x.shape[1], torch.arange(x.shape[1])
-    q, _, v_tmp = layer.pre_attention(x[:, :1], positions[:1])
-    z = layer.post_attention(x[:, :1], expand_heads(v_tmp, q.shape[1]))
+    heads = layer.config.n_heads
+    _, _, v_tmp = layer.pre_attention(x[:, :1], positions[:1])
+    z = layer.post_attention(x[:, :1], expand_heads(v_tmp, heads))
     outputs = [z]
     for t in range(1, n):
         _, v_prev = layer.persistent_kv(z, positions[t - 1:t])  # [B, Hkv, 1, d]
-        z = layer.post_attention(x[:, t:t + 1], expand_heads(v_prev, q.shape[1]))
+        z = layer.post_attention(x[:, t:t + 1], expand_heads(v_prev, heads))
         outputs.append(z)
     return torch.cat(outputs, dim=1)
 

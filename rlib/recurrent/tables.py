@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlib.recurrent.synthetic import FitConfig
 from rlib.recurrent.tasks import chance_token_acc
 from rlib.tasks import CHANCE
 
@@ -55,7 +56,8 @@ def task_setup_table(cfg) -> pd.DataFrame:
              f"{cfg.task_batch} x {cfg.task_epochs} = {steps:,}"),
             ("learning rate", MAD_BASELINE["learning rate"],
              f"{cfg.task_lr:g}" + (" (+ the tuning grid: task_tuning)" if cfg.task_tuning else "")),
-            ("schedule", MAD_BASELINE["schedule"], "linear warm-up (5 %), cosine to 0"),
+            ("schedule", MAD_BASELINE["schedule"],
+             f"linear warm-up ({FitConfig.warmup_fraction * 100:g} %), cosine to 0"),
             ("width / heads", MAD_BASELINE["width / heads"], f"{width} / {heads}"),
             ("loss", MAD_BASELINE["loss"], loss + (" (and MAD's on " + ", ".join(cfg.loss_ablation_tasks) + ")"
                                                    if cfg.loss_ablation_tasks else ""))]
