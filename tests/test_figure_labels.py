@@ -78,6 +78,17 @@ def _last_exit_budget() -> pd.DataFrame:
     return table.assign(last_vs_plain=table["ppl_last"] / table["factor"].map(plain) - 1)
 
 
+def _lr_sensitivity() -> pd.DataFrame:
+    """A `rlib.layerskip.lr_study.lr_table` of the cpu-long study's shape (three recipes at 1x and 2x, two seeds)."""
+    from rlib.layerskip.lr_study import lr_table
+
+    acc = {"baseline": (0.512, 0.505), "ld": (0.507, 0.515), "ld_ee": (0.498, 0.503)}
+    results = [{"recipe": r, "seed": seed, "multiple": m, "lr": 3e-3 * m,
+                "exits": {"exit_layer": [12], "nll": [2.1 - a], "top1_acc": [a + (0.004 * seed if m == 2 else 0)]}}
+               for r, (one, two) in acc.items() for m, a in ((1.0, one), (2.0, two)) for seed in (0, 1)]
+    return lr_table(results, 12)
+
+
 # --------------------------------------------------------------------------- synthetic inputs of the real shapes
 
 
@@ -300,6 +311,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             *_study_exits(), "Continual pretraining: every exit on every corpus and task"),
         "rlib.layerskip.plots.plot_last_exit_budget": lambda: p05.plot_last_exit_budget(
             _last_exit_budget(), {"baseline": "plain", "ld_ee": "LD+EE"}, "continual: last exit against the budget"),
+        "rlib.layerskip.plots.plot_lr_sensitivity": lambda: p05.plot_lr_sensitivity(
+            _lr_sensitivity(), "From scratch: the last exit against the peak learning rate"),
         "rlib.layerskip.plots.plot_parse_exits": lambda: p05.plot_parse_exits(
             csv("05", "parse_exits"), {r: r for r in ("baseline", "ld", "ee", "ld_ee")}, "Parsing: exit by exit"),
         "rlib.layerskip.plots.plot_self_speculation": lambda: p05.plot_self_speculation(

@@ -126,6 +126,10 @@ KNOWN_DRIFT = {
     # 2026-12-05: Theorem 1 / A.1 (a width-3D RT simulates a Transformer) and Sec. 3.2's token recurrence, new claims
     **{("cpu-long", "04_recurrent_transformer", claim): (None, "not measured")
        for claim in ("rt.thm1.simulates_transformer", "rt.s3_2.token_recurrence")},
+    # 2026-12-05: Table 8's learning rates measured by rlib.layerskip.lr_study (cpu-long's); the baseline control is
+    # the book's own claim
+    **{(profile, "05_layerskip", "ls.ours.tab8_lr_gain_is_ld_own"): (None, "not measured")
+       for profile in ("cpu", "cpu-long")},
 }
 
 

@@ -106,3 +106,9 @@ def test_one_smoke_run_trains_scores_and_saves(tmp_path):
     assert [s.reuse_kv for s in loaded.plan.steps] == [False] * 4 + [True] * 4
     table = vanilla_kv.kv_table([result])
     assert isinstance(table, pd.DataFrame) and table["kv_sharing"].tolist() == ["Cyc"]
+
+
+def test_the_command_line_refuses_a_profile_without_runs(capsys):
+    with pytest.raises(SystemExit):
+        vanilla_kv.main(["--profile", "cpu"])
+    assert "the cpu preset has no runs for this study" in capsys.readouterr().err

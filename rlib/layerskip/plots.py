@@ -12,6 +12,8 @@
                       setting (left), and speedup against acceptance at the best whole-head (E, d) for the whole head,
                       the task-vocabulary head and the layer-count model, with the measured points (right)
     plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
+    plot_lr_sensitivity  Table 8: the last exit's accuracy against the peak learning rate per recipe (left) and each
+                      recipe's paired change at the higher rate, with the range over seeds (right)
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from rlib.layerskip.decoding import predicted_speedup, vocab_rows
 from rlib.layerskip.tables import RECIPE_LABELS, best_whole_head
 from rlib.plotting import PALETTE, finish, new_figure, style
 
-__all__ = ["plot_cost_model", "plot_exit_curves", "plot_last_exit_budget", "plot_layer_grid", "plot_parse_exits",
-           "plot_probe", "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
+__all__ = ["plot_cost_model", "plot_exit_curves", "plot_last_exit_budget", "plot_layer_grid", "plot_lr_sensitivity",
+           "plot_parse_exits", "plot_probe", "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
 
 PAPER_LAST_EXIT_COST = 0.005  # Table 1: LayerSkip Llama2 7B's last-layer perplexity +0.5 % after 52B tokens
 
@@ -240,5 +242,42 @@ def plot_layer_grid(agree: np.ndarray, tokens: list[str], title: str) -> Figure:
     ax.set_yticks(range(1, n_layers + 1, max(1, n_layers // 10)))
     ax.set_ylabel("exit after layer")
     ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_lr_sensitivity(table: pd.DataFrame, title: str) -> Figure:
+    """`table` from `rlib.layerskip.lr_study.lr_table`: left, each recipe's last-exit top-1 accuracy (seed mean)
+    against the peak learning rate; right, its paired change at each higher rate (points: seed mean, bars: the range
+    over seeds), layer-dropout recipes in colour, the baseline in grey, 0 dotted."""
+    style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.4))
+    recipes = list(dict.fromkeys(table["recipe"]))
+    colours = _colours(recipes)
+    for recipe in recipes:
+        part = table[table["recipe"] == recipe].sort_values("lr")
+        left.plot(part["lr"], 100 * part["acc_last"], marker="o", color=colours[recipe],
+                  label=RECIPE_LABELS.get(recipe, recipe))
+    left.set_xscale("log", base=2)
+    rates = table.drop_duplicates("lr").sort_values("lr")
+    left.set_xticks(rates["lr"], [f"{r.lr:g} (x{r.multiple:g})" for r in rates.itertuples()])
+    left.minorticks_off()
+    left.set_xlabel("peak learning rate (log scale)", fontsize=8)
+    left.set_ylabel("last-exit top-1 accuracy (%)", fontsize=8)
+    left.legend(fontsize=7)
+    higher = table[table["multiple"] != 1].reset_index(drop=True)
+    for i, row in higher.iterrows():
+        colour = colours[row["recipe"]] if row["layer_dropout"] else "0.5"
+        right.errorbar([i], [100 * row["d_acc"]], yerr=[[100 * (row["d_acc"] - row["d_acc_lo"])],
+                                                        [100 * (row["d_acc_hi"] - row["d_acc"])]],
+                       fmt="o", color=colour, capsize=3)
+    right.axhline(0, linestyle=":", color="0.4")
+    right.set_xticks(range(len(higher)))
+    right.set_xticklabels([f"{RECIPE_LABELS.get(r.recipe, r.recipe)}\nx{r.multiple:g}" for r in higher.itertuples()],
+                          fontsize=7)
+    right.set_ylabel("paired change vs x1 (pts)", fontsize=8)
+    for ax in (left, right):
+        ax.tick_params(labelsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

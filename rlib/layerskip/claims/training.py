@@ -1,8 +1,10 @@
 """Chapter 05's claim checks on training (LayerSkip, paper 004): Fig. 2's probe (Sec. 2.1), the from-scratch recipes
 exit by exit (Sec. 6.1, Fig. 8), the middle exit during training (Sec. 7, Fig. 11), the dropout schedules (Sec. 10.3,
-Fig. 12), the early-exit curricula (Sec. 4.1.2) and the training costs of the conclusion (Sec. 9).
+Fig. 12), the early-exit curricula (Sec. 4.1.2), the training costs of the conclusion (Sec. 9) and Table 8's
+learning rates (Sec. 5, 10.1).
 
-Tables read: layers_needed, exits, middle_vs_last, curricula, schedules, probe_curves, train_curves, step_times.
+Tables read: layers_needed, exits, middle_vs_last, curricula, schedules, probe_curves, train_curves, step_times,
+lr_sensitivity.
 `CHECKS` maps each claim id to its check (`rlib.layerskip.claims.judge` runs them).
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rlib.layerskip.claims.base import Check, Context, Unmeasured, Verdict, one
+from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict, one
 from rlib.layerskip.tables import RECIPE_LABELS
 
 __all__ = ["CHECKS"]
@@ -302,6 +304,69 @@ def ld_training_speed(ctx: Context) -> Verdict:
                    lambda: ("scale", f"LD {ld:.3f} vs baseline {base:.3f} s/step, seed s.d. {spread:.3f}{rate}"))
 
 
+# ------------------------------------------------------------------------------------------------------ Table 8
+def _lr_rows(ctx: Context) -> tuple[pd.DataFrame, pd.Series]:
+    """lr_sensitivity's layer-dropout rows at the smallest multiple above 1 (Table 8's 2x) and the baseline's there."""
+    table = ctx.table("lr_sensitivity")
+    higher = table[table["multiple"] > 1]
+    if higher.empty:
+        raise Unmeasured("lr_sensitivity has no run above the chapter's learning rate")
+    higher = higher[higher["multiple"] == higher["multiple"].min()]
+    ld = higher[higher["layer_dropout"].astype(bool)]
+    if ld.empty:
+        raise Unmeasured("lr_sensitivity has no layer-dropout recipe above the chapter's learning rate")
+    return ld, one(higher, "lr_sensitivity", recipe=BASE)
+
+
+def _lr_change(row: pd.Series) -> str:
+    return (f"{RECIPE_LABELS.get(row['recipe'], row['recipe'])} top-1 {row['acc_last'] - row['d_acc']:.4f} -> "
+            f"{row['acc_last']:.4f} ({100 * row['d_acc']:+.2f} pts, seeds {100 * row['d_acc_lo']:+.2f} to "
+            f"{100 * row['d_acc_hi']:+.2f}; NLL {row['d_nll']:+.3f})")
+
+
+def _one_x_spread(ctx: Context, recipes: list[str]) -> float:
+    """The largest seed s.d. of the last exit's accuracy among `recipes` at the chapter's rate (0 for one seed)."""
+    table = ctx.table("lr_sensitivity")
+    rows = table[(table["multiple"] == 1) & table["recipe"].isin(recipes)]
+    return max((_sd(v) for v in rows["acc_sd"]), default=0.0)
+
+
+def _lr_diagnosis(ctx: Context, ld: pd.DataFrame, base: pd.Series) -> Diagnosis:
+    multiple = float(base["multiple"])
+    rates = f"{ctx.cfg.lr:g} -> {ctx.cfg.lr * multiple:g}"
+    failing = ld[ld["d_acc_lo"] <= 0]  # the recipes with a seed that does not gain
+    changes = "; ".join(_lr_change(r) for _, r in failing.iterrows())
+    spread = _one_x_spread(ctx, [*ld["recipe"], BASE])
+    if base["d_acc"] < 0 and (failing["d_acc"] < 0).any():
+        return ("setup", f"at {multiple:g}x ({rates}) the baseline loses too ({_lr_change(base)}): the chapter's rate "
+                         "sits at or above the best rate of a model without layer dropout, while Table 8's rates "
+                         f"without it are the paper's tuned ones ({changes}); needs: the study from the baseline's "
+                         "best rate (e.g. 0.25x and 0.5x first)")
+    if (failing["d_acc"].abs() <= spread).all():
+        return ("budget", f"the failing seed-mean change ({changes}) is within the 1x runs' seed s.d. of accuracy "
+                          f"({100 * spread:.2f} pts) over {int(base['seeds'])} seeds; needs: more seeds")
+    return ("disagrees with the paper", f"at {multiple:g}x ({rates}) {changes}, beyond the 1x runs' seed s.d. of "
+                                        f"{100 * spread:.2f} pts (baseline: {_lr_change(base)})")
+
+
+def ld_higher_lr(ctx: Context) -> Verdict:
+    ld, base = _lr_rows(ctx)
+    measured = (f"lr x{float(base['multiple']):g} vs x1 ({ctx.cfg.lr:g}), last exit: "
+                + "; ".join(_lr_change(r) for _, r in ld.iterrows()) + f"; control {_lr_change(base)}")
+    return Verdict(bool((ld["d_acc_lo"] > 0).all()), measured, lambda: _lr_diagnosis(ctx, ld, base))
+
+
+def lr_gain_is_ld_own(ctx: Context) -> Verdict:
+    ld, base = _lr_rows(ctx)
+    gains = ", ".join(f"{RECIPE_LABELS.get(r.recipe, r.recipe)} {100 * r.d_acc:+.2f}" for r in ld.itertuples())
+    measured = (f"seed-mean paired top-1 change at x{float(base['multiple']):g} (pts): {gains}; baseline "
+                f"{100 * base['d_acc']:+.2f}")
+    spread = _one_x_spread(ctx, [*ld["recipe"], BASE])
+    return Verdict(bool((ld["d_acc"] > base["d_acc"]).all()), measured, lambda: (
+        "budget", f"the baseline's change {100 * base['d_acc']:+.2f} pts against {gains}, with a 1x seed s.d. of "
+                  f"{100 * spread:.2f} pts over {int(base['seeds'])} seeds; needs: more seeds"))
+
+
 CHECKS: dict[str, Check] = {
     "ls.fig2.pretrained_layers_needed": layers_needed,
     "ls.ours.fig2_probe_after_layerskip": probe_after_layerskip,
@@ -319,5 +384,7 @@ CHECKS: dict[str, Check] = {
     "ls.s412.all_layers_every_step.ours": all_layers_old,
     "ls.concl.large_r_minimal_overhead": large_r_overhead,
     "ls.concl.ld_training_speed": ld_training_speed,
+    "ls.tab8.ld_needs_higher_lr": ld_higher_lr,
+    "ls.ours.tab8_lr_gain_is_ld_own": lr_gain_is_ld_own,
 }
 
