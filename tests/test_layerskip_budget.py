@@ -67,13 +67,13 @@ def test_the_budget_claim_follows_the_gaps(gaps, verdict):
     table = budget.budget_table(_sweep(gaps), acfg, bcfg, 30)
     ledger = claims.judge({"last_exit_budget": table}, config.LayerSkipConfig.preset("cpu-long"), acfg,
                           config.ParseConfig.preset("cpu-long"), "cpu-long").finish().set_index("id")
-    row = ledger.loc["ls.new.last_exit_cost_vs_budget"]
+    row = ledger.loc["ls.ours.last_exit_cost_vs_budget"]
     assert row["verdict"] == verdict and f"{gaps[0]:+.1%} after 81,920 tokens" in row["measured"]
     if verdict == "not held":
         assert row["diagnosis"] == "budget" and "orders of magnitude below the paper's 52B" in row["evidence"]
     unswept = claims.judge({}, *(c.preset("cpu") for c in (config.LayerSkipConfig, config.AdaptConfig,
                                                            config.ParseConfig)), "cpu").finish().set_index("id")
-    assert unswept.loc["ls.new.last_exit_cost_vs_budget", "measured"].startswith(
+    assert unswept.loc["ls.ours.last_exit_cost_vs_budget", "measured"].startswith(
         "the cpu profile leaves 'last_exit_budget' to cpu-long")
 
 

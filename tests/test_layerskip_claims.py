@@ -37,7 +37,7 @@ EXPECTED_CPU = {
     "ls.tab1.continual_middle_ppl.ours": H,
     "ls.fig6.continual_every_early_exit": H, "ls.tab1.continual_last_ppl": N, "ls.tab1.continual_last_ppl.ours": N,
     "ls.tab1.continual_middle_tasks": T, "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": T,
-    "ls.tab1.classification_vs_generation": N, "ls.new.last_exit_cost_vs_budget": M,
+    "ls.tab1.classification_vs_generation": N, "ls.ours.last_exit_cost_vs_budget": M,
     "ls.new.fig7_continual_generations": H, "ls.fig10a.code_middle_ppl": M, "ls.fig10a.code_middle_ppl.ours": M,
     "ls.fig10a.code_middle_tasks": M, "ls.fig10a.code_middle_tasks.ours": M, "ls.fig10a.code_last": M,
     "ls.fig10a.code_last.ours": M, "ls.fig10a.ld_ee_vs_variants": M, "ls.fig10b.parse_middle_em": M,

@@ -126,6 +126,20 @@ KNOWN_DRIFT = {
     # 2026-12-05: Theorem 1 / A.1 (a width-3D RT simulates a Transformer) and Sec. 3.2's token recurrence, new claims
     **{("cpu-long", "04_recurrent_transformer", claim): (None, "not measured")
        for claim in ("rt.thm1.simulates_transformer", "rt.s3_2.token_recurrence")},
+    # 2026-12-05: an audit of chapter 02's claims against paper 000's text: Table 3's final loop is judged against the
+    # model before post-training only (the paper's Delta; the CE-only control was an alternative pass), and App. J's
+    # self-distillation claim on the loop-1 lift the paper states (the final-loop bound is the book's own, .ours)
+    ("cpu", "02_relaxed_recursion", "rrt.tab3.agg_keeps_final_loop"): ("held", "not held"),
+    **{(profile, "02_relaxed_recursion", "rrt.tabJ1.self_kd_lifts_loop1"): ("not held", "held")
+       for profile in ("cpu", "cpu-long")},
+    **{(profile, "02_relaxed_recursion", "rrt.tabJ1.self_kd_lifts_loop1.ours"): (None, "not held")
+       for profile in ("cpu", "cpu-long")},
+    # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
+    # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
+    ("cpu", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("not measured", None),
+    ("cpu", "05_layerskip", "ls.ours.last_exit_cost_vs_budget"): (None, "not measured"),
+    ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),
+    ("cpu-long", "05_layerskip", "ls.ours.last_exit_cost_vs_budget"): (None, "held"),
     # 2026-12-05: Table 8's learning rates measured by rlib.layerskip.lr_study (cpu-long's); the baseline control is
     # the book's own claim
     **{(profile, "05_layerskip", "ls.ours.tab8_lr_gain_is_ld_own"): (None, "not measured")

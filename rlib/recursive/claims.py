@@ -31,7 +31,8 @@ SCRATCH_MARGIN = nats(16.61, 11.61)  # Table F.1: TinyLlama reduced-size vs recu
 BLOCKS_STEP = nats(14.75, 12.85)  # Table F.1: Gemma Step B=3 vs B=2
 KD_GAIN = nats(12.85, 12.36)  # Table I.1: recursive Gemma Step without vs with FKL
 KD_LOSS_SPREAD = nats(12.60, 12.36)  # Table I.1: JSD vs FKL, the spread among the four distillation losses
-FULL_GAP = nats(12.85, 10.76)  # Table F.1 / Fig. 4: recursive Gemma vs the uptrained full model at 15B
+FULL_GAP = nats(16.38, 13.46)  # Table F.1: Pythia B=2 Step vs its uptrained full model at 15B, the largest B=2 gap
+# (Gemma 12.85 vs 10.76 is 0.178; TinyLlama's Step beats its full model)
 SHIFT_GAIN = nats(11.46, 10.76)  # Table 2: Gemma's own SlimPajama PPL before vs after 15B uptraining
 PARAM_TOLERANCE = 1e-3  # ours: non-embedding ratio vs 1/B (the final norm is not looped)
 
@@ -45,8 +46,9 @@ SPECS = (
     ClaimSpec(
         "rrt.tab1.params_shrink_by_b", "000", "§2.2, Table 1, Table F.1 (N-emb), Table I.2, App. K",
         "Looping K = L/B shared layers B times keeps the depth and stores 1/B of the non-embedding parameters: Gemma "
-        "1.99B -> 0.99B (B=2) / 0.66B (B=3), TinyLlama 0.97B -> 0.48B, Pythia 0.81B -> 0.40B; the smaller footprint "
-        "lets recursive models fit larger batches (App. K).",
+        "1.99B -> 0.99B (B=2) / 0.66B (B=3), TinyLlama 0.97B -> 0.48B, Pythia 0.81B -> 0.40B; 'under severe memory "
+        "constraints, the reduced parameter memory footprint' lets them fit larger batches (App. K, Table K.3's 16 GB "
+        "cap; without a cap, K.1, the batches are equal or smaller).",
         "size_quality: non_embedding_params of each recursive model x B = the full model's (|ratio x B - 1| < 1e-3, "
         "threshold ours: the final norm is not looped); memory: param_mib / first and peak_over_baseline_mib / first "
         "fall strictly with B.",
@@ -81,11 +83,12 @@ SPECS = (
         artifact="init_ablation.csv"),
     ClaimSpec(
         "rrt.figF1b.norm_zero_collapses", "000", "App. F (Ablation study of Average method), Fig. F.1(b)",
-        "For the Average init, zero-initialized norm weights cause a huge performance drop in architectures whose "
-        "norms scale by w (TinyLlama, Pythia), not Gemma's (1 + w); averaging or copying one layer's norms shows no "
-        "big difference. Curves only, no numbers.",
-        "runs, after NLL of average with norm average / choice / zero: SmolLM2's RMSNorm scales by w, so norm zero is "
-        "worst by more than the Stepwise seed spread, and |average - choice| is within it (thresholds ours).",
+        "For the Average init, zero initialization of the norms 'resulted in a huge performance drop in certain "
+        "architectures like TinyLlama and Pythia'; averaging or copying one layer's norms shows 'no big difference'. "
+        "Curves only, no numbers.",
+        "runs, after NLL of average with norm average / choice / zero: SmolLM2's RMSNorm scales by w (as TinyLlama's; "
+        "the book's reading of why Gemma's (1 + w) escapes is ours), so norm zero is worst by more than the Stepwise "
+        "seed spread, and |average - choice| is within it (thresholds ours).",
         artifact="init_ablation.csv"),
     ClaimSpec(
         "rrt.fig5c.recursive_beats_reduced_size", "000", "§3.2, §3.3, §3.4, Fig. 4, Fig. 5(c), Table F.1, Table I.2",
@@ -145,8 +148,10 @@ SPECS = (
         "(15B) -> 58.6 (60B) and Pythia 48.8 -> 48.8 -> 48.6 while their perplexity on the uptraining corpus falls "
         "(Gemma SlimP 11.46 -> 10.76); TinyLlama, uptrained on its own pretraining data, improves (43.3 -> 46.4).",
         f"data_shift: for each uptraining corpus, (a) the full model's NLL on that corpus falls (the paper: "
-        f"{SHIFT_GAIN:.3f} nats for Gemma at 15B) and (b) its task_avg and its NLL on the other corpora worsen; the "
-        "degradation in (b) is the paper's shift effect only if (a) holds.",
+        f"{SHIFT_GAIN:.3f} nats for Gemma at 15B) and (b) its task_avg worsens; the degradation in (b) is the paper's "
+        "shift effect only if (a) holds. Its NLL on the other corpora is reported, not required (Gemma's PG19 "
+        "perplexity improves in Table 2: 13.52 -> 13.08; until 2026-12-05 the book required every other corpus to "
+        "worsen).",
         artifact="data_shift.csv"),
     ClaimSpec(
         "rrt.fig4.recursive_near_full_size", "000", "§3.3, Fig. 4, Fig. 7(c), Table I.2, App. F (Fig. F.2)",
@@ -154,7 +159,8 @@ SPECS = (
         "54.9 vs 58.6 after 60B+KD (51.7 vs 60.1 at 15B); the recursive TinyLlama (44.3) beats its original (43.3); "
         "Pythia 45.2 vs 48.6.",
         f"runs, after NLL (first seed): recursive Stepwise at B = init_loops minus the uptrained full model <= "
-        f"{FULL_GAP:.3f} nats, the paper's largest recursive-vs-full gap (Gemma 15B: 12.85 vs 10.76).",
+        f"{FULL_GAP:.3f} nats, the paper's largest recursive-vs-full gap at B = 2 and 15B tokens without KD, the "
+        "book's regime (Pythia: 16.38 vs 13.46; Gemma 12.85 vs 10.76).",
         artifact="size_quality.csv"),
     ClaimSpec(
         "rrt.s3_4.recursive_beats_pretrained_same_size", "000", "§3.4, Fig. 5(c), App. D",
@@ -480,7 +486,7 @@ def _shift(tables, cfg: RecursiveConfig) -> Outcome:
         others = {c: nats(row[ppl(c)], source[ppl(c)]) for c in corpora if c != home}
         d_task = row["after task_avg"] - source["after task_avg"] if "after task_avg" in shift else float("nan")
         own.append(d_own < 0)
-        elsewhere.append(all(d > 0 for d in others.values()) and not d_task >= 0)
+        elsewhere.append(not d_task >= 0)  # the few-shot average falls (NaN without tasks: not shown)
         parts.append(f"uptrained on {home}: own NLL {d_own:+.3f}, "
                      + ", ".join(f"{c} {d:+.3f}" for c, d in others.items()) + f", task_avg {d_task:+.1f}")
     measured = "; ".join(parts) + f" (the paper's own-corpus change {-SHIFT_GAIN:+.3f})"
@@ -491,7 +497,8 @@ def _shift(tables, cfg: RecursiveConfig) -> Outcome:
                               "model; needs: the full model uptrained at 2e-4 and lower to separate the shift from "
                               "the rate")
     else:
-        diagnosis = ("scale", f"uptraining improves its own corpus without costing the others ({measured}): the "
+        diagnosis = ("scale", f"uptraining improves its own corpus without lowering the few-shot average "
+                              f"({measured}): the "
                               "corpora may share too much with the source's pretraining mix; needs: a corpus far "
                               "from it")
     return Outcome(all(own) and all(elsewhere), measured, diagnosis)

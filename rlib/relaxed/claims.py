@@ -34,13 +34,15 @@ RELAX_GAIN = nats(17.04, 15.93)  # Table G.2: Pythia Lower r=0 -> r=256 SVD, the
 STEPWISE_DROP = (nats(13.44, 12.85), nats(14.02, 12.85))  # Table G.2: Gemma Step r=128 / r=256 vs r=0
 SVD_OVER_ZERO = nats(11.28, 10.46)  # Table G.2: TinyLlama Avg r=512 zero vs SVD, the smallest SVD lead
 STEPWISE_ZERO = nats(13.13, 12.46)  # Table G.2: Gemma Step r=512 SVD vs zero
+PLATEAU = nats(14.23, 14.21)  # Table G.2: Gemma Lower r=64 -> r=128, the paper's one rise within "generally improves"
 U_RECOVERY = nats(14.02, 13.13)  # Table G.2: Gemma Step r=256 -> r=512
 AVG_OVER_STEP = nats(12.85, 12.10)  # Table G.2: Gemma Step r=0 vs Avg r=256 SVD
 PREFIX_CHANGE = nats(15.15, 14.60)  # Table H.1: Gemma Avg, the largest prefix change (prefix 1024)
 KD_GAIN = nats(12.10, 11.90)  # Table I.1: relaxed Gemma Avg r=256 without vs with FKL
 LONGER_GAIN = nats(12.85, 12.00)  # Table I.1: recursive Gemma Step 15B vs 60B
 FIG4_GAP = nats(10.81, 10.58)  # Table I.2 / Fig. 7(c): relaxed Gemma r=512 (60B + KD) vs the 60B full model
-FINAL_TOLERANCE = nats(11.71, 11.44)  # Table J.2: recursive Gemma final loop before vs after early-exit post-training
+FINAL_TOLERANCE = nats(11.71, 11.44)  # threshold ours, from Table J.2: the recursive Gemma final loop's change after
+# early-exit post-training, which the paper accepts beside its full-size model's own drop (it states no tolerance)
 LOOP1_GAP = nats(14.11, 12.40)  # Table 3 / J.1: Agg(0.1)+KD loop 1 vs final
 SELF_KD_LIFT = nats(14.55, 14.11)  # Table J.1: Agg(0.1) loop 1 without vs with self-distillation
 FREEZE_GAP = nats(43.09, 14.55)  # Table J.1: the better Freeze row's loop 1 vs Agg(0.1)'s (SlimP)
@@ -112,8 +114,9 @@ SPECS = (
           "128 / 256 / 512 (SlimP 15.15 / 12.83 / 12.52 / 12.10 / 11.83), Lower 47.1 / 48.9 / 48.9 / 50.3 / 53.2; "
           "TinyLlama and Pythia alike.",
           "runs, after NLL over the uptrained SVD ranks in the paper's range, up to a quarter of full rank (its 512 of "
-          "2048; rank 0 included): non-increasing in rank for average and for lower (the paper's Average falls at "
-          "every rank step; Lower has one plateau, 14.21 / 14.23); higher ranks (full rank) reported beside.",
+          "2048; rank 0 included): non-increasing in rank for average and for lower, a step may rise by at most "
+          f"{PLATEAU:.4f} nats (the paper's own plateau: Gemma Lower 14.21 -> 14.23 at r = 64 -> 128; its Average "
+          "falls at every rank step); higher ranks (full rank) reported beside.",
           "relaxation.csv"),
     _spec("rrt.figG3.stepwise_u_shape", "§3.5, App. G, Fig. 7(a), Fig. G.3",
           "Stepwise alone is U-shaped in rank: extremely low or high ranks help, mid ranks approximate poorly: Gemma "
@@ -129,8 +132,8 @@ SPECS = (
           f"r=256: {AVG_OVER_STEP:.3f} nats, reported).", "relaxation.csv"),
     _spec("rrt.fig6.average_best_with_lora", "§2.2, §3.5, Fig. 6(a,b), Fig. G.1, Table G.2",
           "With LoRA the best looping init moves from Stepwise to Average: Gemma r=0 Step 51.7 > Lower 47.1 > Avg "
-          "46.7, r=512 SVD Avg 55.5 > Lower 53.2 > Step 50.5; TinyLlama r=512 44.8 > 43.2 > 42.8; Pythia 45.6 > 45.4 "
-          "> 44.4.",
+          "46.7, r=512 SVD Avg 55.5 > Lower 53.2 > Step 50.5; TinyLlama r=512 Avg 44.8 > Step 43.2 > Lower 42.8; "
+          "Pythia Avg 45.6 > Lower 45.4 > Step 44.4.",
           "runs, after NLL: stepwise lowest of the inits at r=0 and average lowest at the largest uptrained rank (SVD) "
           "(the book's earlier claim compared Stepwise and Average only).", "relaxation.csv"),
     _spec("rrt.figG1.training_loss_relaxed_vs_recursive", "§3.5, Fig. 6(a), App. G, Fig. G.1",
@@ -189,9 +192,10 @@ SPECS = (
           "performance: Gemma Step final 52.5 (+0.8) without KD, 52.6 (+0.9) with KD, vs 51.7 before (SlimP 12.37 / "
           "12.40 vs 12.85); for the 60B final models (J.2) the recursive final goes 54.9 -> 54.0 (SlimP 11.44 -> "
           "11.71) beside a full-size control with 15B more plain uptraining at -1.3 (10.58 -> 11.03).",
-          f"early_exit, recursive model, final loop after post aggressive and aggressive_kd: rises by <= "
-          f"{FINAL_TOLERANCE:.3f} nats (J.2's recursive change, the paper's most lenient accepted case) vs the model "
-          "before post-training, or vs the CE-only post-training control (post, none), J.2's control analog.",
+          f"early_exit, recursive model, final loop after post aggressive and aggressive_kd against the model before "
+          f"post-training (Table 3's Delta): rises by <= {FINAL_TOLERANCE:.3f} nats (threshold ours: J.2's recursive "
+          "change, which the paper accepts). The change against the CE-only post-training control (post, none) is "
+          "reported beside, not decisive (until 2026-12-05 either comparison passed).",
           "early_exit.csv"),
     _spec("rrt.tab3.agg_keeps_final_loop.ours", "ours (the book's earlier form of §3.7 / Table 3)",
           "The paper compares with the model before post-training and reports relaxed finals dropping (Table J.2); the "
@@ -202,8 +206,8 @@ SPECS = (
           "early_exit.csv", ours=True),
     _spec("rrt.tab3.loop1_lifted_small_gap", "§3.7, Table 3, Table J.1",
           "Aggressive post-training makes the loop-1 output usable: Agg(0.1)+KD loop 1 48.0 vs final 52.6, only 4.6 "
-          "points apart (SlimP 14.11 vs 12.40); without exit training an intermediate exit is poor (the frozen + "
-          "head-LoRA rows stay at 35.0, SlimP 43.74).",
+          "points apart (SlimP 14.11 vs 12.40); training only a head LoRA on the frozen model 'proved ineffective' "
+          "(loop 1 at 35.0-35.3, SlimP 43.09-43.74).",
           f"early_exit, recursive: loop-1 NLL after post aggressive_kd below the uptrained model's and the CE-only "
           f"control's loop 1, and loop 1 minus final <= {LOOP1_GAP:.3f} nats (ln 14.11/12.40).", "early_exit.csv"),
     _spec("rrt.tabJ1.weighted_overemphasizes_loop1", "§3.7, Table 3, App. J, Table J.1",
@@ -213,17 +217,21 @@ SPECS = (
           f"early_exit post rows of every model: final NLL weighted above aggressive and loop-1 NLL weighted below "
           f"aggressive (the paper: +{nats(12.97, 12.37):.3f} / -{nats(14.55, 13.11):.3f} nats).", "early_exit.csv"),
     _spec("rrt.tabJ1.self_kd_lifts_loop1", "§3.7, App. J, Table 3, Table J.1",
-          "Self-distillation from the detached final output lifts loop 1 further: Agg(0.1) loop 1 47.1 -> 48.0 (SlimP "
-          "14.55 -> 14.11), final 52.5 -> 52.6 (12.37 -> 12.40).",
-          f"early_exit, recursive: loop-1 NLL aggressive_kd below aggressive (the paper: -{SELF_KD_LIFT:.3f} nats) "
-          f"with the final change <= {FINAL_TOLERANCE:.3f} nats.", "early_exit.csv"),
+          "'Incorporating knowledge distillation from detached final outputs further enhanced intermediate "
+          "performance': Agg(0.1) loop 1 47.1 -> 48.0 (SlimP 14.55 -> 14.11), final 52.5 -> 52.6 (12.37 -> 12.40).",
+          f"early_exit, recursive: loop-1 NLL aggressive_kd below aggressive (the paper: -{SELF_KD_LIFT:.3f} nats); "
+          "the final loop's change reported beside.", "early_exit.csv"),
+    _spec("rrt.tabJ1.self_kd_lifts_loop1.ours", "ours (the book's earlier form of App. J / Table J.1)",
+          "The paper states the loop-1 lift only; the final-loop bound below is the book's.",
+          f"early_exit, recursive: loop-1 NLL aggressive_kd below aggressive with the final change <= "
+          f"{FINAL_TOLERANCE:.3f} nats (threshold ours, from Table J.2).", "early_exit.csv", ours=True),
     _spec("rrt.tabJ1.coefficient_sweep", "Table J.1 (Agg 0.3 / 0.1 / 0.05 / 0.01 rows), App. J",
           "Smaller aggressive coefficients keep the final loop and weaken loop 1 monotonically: c = 0.3 / 0.1 / 0.05 / "
           "0.01 give final 52.2 / 52.5 / 52.6 / 52.4, loop 1 48.5 / 47.1 / 46.0 / 42.1 (SlimP final 12.60 / 12.37 / "
           "12.33 / 12.28, loop 1 13.63 / 14.55 / 15.70 / 22.76).",
           f"early_exit, recursive post-trained with aggressive CE at each c (sweep runs beside the main c): loop-1 NLL "
-          f"rises strictly as c falls, and every final-loop NLL within {FINAL_TOLERANCE:.3f} nats (Table J.2's "
-          f"recursive final-loop change) of the main c's.", "early_exit.csv"),
+          f"rises strictly as c falls, and every final-loop NLL within {FINAL_TOLERANCE:.3f} nats (threshold ours: "
+          f"Table J.2's recursive final-loop change) of the main c's.", "early_exit.csv"),
     _spec("rrt.tabJ1.freeze_head_lora", "Table J.1 (Freeze rows), App. J",
           "Freezing every uptrained weight and training only a rank-128 LoRA on the classifier head for the exits "
           "proved ineffective: loop 1 at 35.0-35.3 average accuracy (SlimP 43.09-43.74) against 47.1 for Agg(0.1).",
@@ -569,7 +577,7 @@ def _improve_with_rank(tables, cfg: RelaxedConfig) -> Outcome:
     curves = {i: _curve(up, cfg, i, most=top) for i in _avg_lower(cfg)}
     if any(len(c) < 2 for c in curves.values()):
         raise Missing("average or lower has fewer than two uptrained ranks")
-    rising = [i for i, c in curves.items() if any(b[1] > a[1] for a, b in zip(c, c[1:]))]
+    rising = [i for i, c in curves.items() if any(b[1] > a[1] + PLATEAU for a, b in zip(c, c[1:]))]
     measured = "; ".join(f"{i} " + chain(c) for i, c in curves.items()) + _beyond(up, cfg, _avg_lower(cfg), top, full)
     return Outcome(not rising, measured, ("budget", f"{measured}: {rising} rise with rank in single-seed runs; "
                                                    "needs: more seeds and steps"))
@@ -837,7 +845,7 @@ def _keeps_final(tables, cfg: RelaxedConfig) -> Outcome:
                 f"uptraining, re-warmed to the peak rate {cfg.lr:g}; the paper: 2e-4 and as many tokens as the "
                 "uptraining) does most of the damage; needs: post-training at a lower rate with as many tokens as the "
                 "uptraining, beside its CE-only control")
-    held = all(min(a, b) <= FINAL_TOLERANCE for a, b in changes.values())
+    held = all(d_before <= FINAL_TOLERANCE for d_before, _ in changes.values())
     return Outcome(held, measured, ("setup", evidence))
 
 
@@ -894,16 +902,29 @@ def _weighted(tables, cfg: RelaxedConfig) -> Outcome:
                    ("budget", f"{measured}: single-seed runs of {cfg.post_steps} steps; needs: more seeds"))
 
 
-@rules("rrt.tabJ1.self_kd_lifts_loop1", "early_exit")
-def _self_kd(tables, cfg: RelaxedConfig) -> Outcome:
+def _self_kd_changes(tables, cfg: RelaxedConfig) -> tuple[float, float, str]:
+    """(loop-1 change, final change, measured) of the recursive model post-trained with self-KD against without."""
     last = cfg.n_loops
     d1 = _loop(tables, "recursive", "post", "aggressive_kd", 1) - _loop(tables, "recursive", "post", "aggressive", 1)
     d_final = _loop(tables, "recursive", "post", "aggressive_kd", last) - \
         _loop(tables, "recursive", "post", "aggressive", last)
     measured = f"recursive aggressive_kd vs aggressive: loop 1 {d1:+.3f} (paper {-SELF_KD_LIFT:+.3f}), final " \
-               f"{d_final:+.3f} (tolerance {FINAL_TOLERANCE:.3f})"
-    return Outcome(d1 < 0 and d_final <= FINAL_TOLERANCE, measured,
-                   ("budget", f"{measured}: single-seed runs; needs: more seeds"))
+               f"{d_final:+.3f}"
+    return d1, d_final, measured
+
+
+@rules("rrt.tabJ1.self_kd_lifts_loop1", "early_exit")
+def _self_kd(tables, cfg: RelaxedConfig) -> Outcome:
+    d1, _, measured = _self_kd_changes(tables, cfg)
+    return Outcome(d1 < 0, measured, ("budget", f"{measured}: single-seed runs; needs: more seeds"))
+
+
+@rules("rrt.tabJ1.self_kd_lifts_loop1.ours", "early_exit")
+def _self_kd_ours(tables, cfg: RelaxedConfig) -> Outcome:
+    d1, d_final, measured = _self_kd_changes(tables, cfg)
+    return Outcome(d1 < 0 and d_final <= FINAL_TOLERANCE, f"{measured} (tolerance {FINAL_TOLERANCE:.3f})",
+                   ("budget", f"{measured}: single-seed runs, chapter 01's seed spread 0.116 nats against the "
+                              f"{FINAL_TOLERANCE:.3f}-nat bound; needs: more seeds"))
 
 
 @rules("rrt.tabJ1.coefficient_sweep", "early_exit")

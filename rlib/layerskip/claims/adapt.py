@@ -297,8 +297,9 @@ def _within_last_bound(diffs: list[tuple[float, float, float]]) -> bool | str:
 
 
 def classification_vs_generation(ctx: Context) -> Verdict:
-    """Sec. 6.1: on the pretrained model, multiple-choice tasks keep accuracy at the middle exit (95 % lower bound
-    above chance), generation collapses (at most 5 %, threshold ours)."""
+    """Sec. 6.1: on the pretrained model, some multiple-choice tasks keep accuracy at the middle exit (95 % lower bound
+    above chance; the paper's "some": at least one, and its own OBQA falls below chance), generation collapses (at most
+    5 %, threshold ours)."""
     study = ctx.acfg.studies[0].name
     middle, last = _depth(ctx)
     kept, collapsed, parts = [], [], []
@@ -313,7 +314,7 @@ def classification_vs_generation(ctx: Context) -> Verdict:
         raise Unmeasured("needs a multiple-choice and a generation task in pretrained_tasks")
     corpus = _corpus(ctx, study)
     measured = f"pretrained last -> middle exit (%): {'; '.join(parts)} (n = {n})"
-    return Verdict(all(kept) and all(collapsed), measured, lambda: (
+    return Verdict(any(kept) and all(collapsed), measured, lambda: (
         "scale", f"the pretrained model's middle exit has perplexity {_ppl(ctx, study, SOURCE, corpus, middle):.3g} on "
                  f"{corpus} (its last {_ppl(ctx, study, SOURCE, corpus, last):.3g}): multiple-choice kept above chance "
                  f"at {sum(kept)} of {len(kept)} tasks, generation collapsed at {sum(collapsed)} of {len(collapsed)}"))
@@ -360,7 +361,7 @@ def code_last(ctx: Context, study: str = "code") -> Verdict:
     return Verdict(_within_last_bound([(diff, lo, hi)]), measured, lambda: (
         "budget", f"the last exit lost {rise:+.1%} perplexity on {corpus}, its own fine-tuning corpus, after "
                   f"{_tokens(ctx, study):,} tokens, and {t} moves {100 * diff:+.1f} points (interval "
-                  f"{fmt_ci(diff, lo, hi, 100, 1)}); needs: the budget sweep (ls.new.last_exit_cost_vs_budget) and "
+                  f"{fmt_ci(diff, lo, hi, 100, 1)}); needs: the budget sweep (ls.ours.last_exit_cost_vs_budget) and "
                   "more items"))
 
 
@@ -396,5 +397,5 @@ CHECKS: dict[str, Check] = {
     "ls.fig10a.code_last": code_last,
     "ls.fig10a.code_last.ours": partial(last_ppl_5pct, study="code"),
     "ls.fig10a.ld_ee_vs_variants": ld_ee_vs_variants,
-    "ls.new.last_exit_cost_vs_budget": cost_vs_budget,
+    "ls.ours.last_exit_cost_vs_budget": cost_vs_budget,
 }

@@ -18,14 +18,16 @@ from rlib.layerskip.tables import best_whole_head
 __all__ = ["CHECKS"]
 
 LS = "ld_ee"
-EARLY_EXIT_SHARE = 0.90  # Table 5's lowest early-exit speedup over L / E: 3.6x of 4 at E = 6 (threshold ours)
+# derived, threshold ours: the lowest early-exit speedup over L / E in Tables 2, 5 and 10, Table 2's 7B HumanEval at
+# E = 8 of 32 (225.4 / 62.9 tokens/s = 3.58x of 4 = 0.896; Table 5's lowest is 3.6 / 4 = 0.90)
+EARLY_EXIT_SHARE = 0.89
 COST_TOLERANCE = 0.15  # the cost model predicts within 15 % (threshold ours)
 GOAL = 1.5  # the speedup the whole-head claim reasons about (threshold ours)
 EARLY_EXIT_TABLES = ("decoding_parse", "decoding_continual", "decoding_code")
 
 
 def early_exit_time(ctx: Context) -> Verdict:
-    """Tables 2, 5, 10: early exit at E runs at about L / E the autoregressive speed (speedup / (L / E) >= 0.90)."""
+    """Tables 2, 5, 10: early exit at E runs at about L / E the autoregressive speed (speedup / (L / E) >= 0.89)."""
     present = [name for name in EARLY_EXIT_TABLES if ctx.has(name)]
     if not present:
         raise Unmeasured(f"needs one of the tables {EARLY_EXIT_TABLES}")
@@ -45,7 +47,8 @@ def early_exit_time(ctx: Context) -> Verdict:
         head = (f"the model's head costs {head_in_layers(ctx.table('decoding_costs')):.2f} layers on one token "
                 "(decoding_costs), a fixed cost per token that weighs most at small E; ")
     return Verdict(min(shares) >= EARLY_EXIT_SHARE, "; ".join(parts), lambda: (
-        "scale", f"{head}the speedup reaches {min(shares):.2f}-{max(shares):.2f} of L / E (Table 5: at least 0.90)"))
+        "scale", f"{head}the speedup reaches {min(shares):.2f}-{max(shares):.2f} of L / E (the paper's tables: at "
+                 "least 0.896)"))
 
 
 def _self_speculative(cost_model: pd.DataFrame) -> pd.DataFrame:
