@@ -134,6 +134,15 @@ KNOWN_DRIFT = {
        for profile in ("cpu", "cpu-long")},
     **{(profile, "02_relaxed_recursion", "rrt.tabJ1.self_kd_lifts_loop1.ours"): (None, "not held")
        for profile in ("cpu", "cpu-long")},
+    # ... §3.8's "up to 2-3x" is a range (Δ_V 5.13 / 4.55 lies above it; the floor-only test is .ours), and Table I.1's
+    # longer-uptraining gain is the recursive Stepwise model's, which the book has not run longer (relaxed run: .ours)
+    **{(profile, "02_relaxed_recursion", "rrt.s3_8.speedup_2_3x"): ("held", "not held")
+       for profile in ("cpu", "cpu-long")},
+    **{(profile, "02_relaxed_recursion", "rrt.s3_8.speedup_2_3x.ours"): (None, "held")
+       for profile in ("cpu", "cpu-long")},
+    ("cpu", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "not measured"),
+    ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps"): ("held", "not measured"),
+    ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "held"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
     # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
     ("cpu", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("not measured", None),

@@ -48,6 +48,7 @@ SELF_KD_LIFT = nats(14.55, 14.11)  # Table J.1: Agg(0.1) loop 1 without vs with 
 FREEZE_GAP = nats(43.09, 14.55)  # Table J.1: the better Freeze row's loop 1 vs Agg(0.1)'s (SlimP)
 CO_COST = (nats(13.24, 12.85), nats(13.24, 12.40))  # Table J.1: co-trained final vs plain / vs post-trained Agg+KD
 MIN_DELTA_V, MIN_DELTA_SEQ = 1.66, 1.60  # Table K.2: the smallest recursive speedups (TinyLlama, Pythia)
+MAX_DELTA_V = 3.0  # §3.8's "up to 2-3x" (the largest in Tables K.2 / K.4: Gemma B=3's 2.74)
 CLOSED_FORM_TOLERANCE = 0.02  # ours: the paper's CSB throughput vs 1 / t_token
 SIMULATION_TOLERANCE = 0.10  # ours: simulated vs measured throughput
 MIN_MEASURED_SPEEDUP = 1.5  # issue 23's goal for measured CDB over vanilla static at equal memory
@@ -167,8 +168,14 @@ SPECS = (
     _spec("rrt.tabI1.longer_uptraining_helps", "§3.6, App. I, Table I.1",
           "Four times the uptraining tokens (60B vs 15B) improves the recursive Gemma Stepwise model by 1.7 points "
           "(53.4 vs 51.7; SlimP 12.00 vs 12.85).",
-          f"runs, after NLL of the main relaxed model: long_factor x the steps below 1x (the paper's 4x gain "
-          f"{LONGER_GAIN:.3f} nats, reported).", "kd_and_longer.csv"),
+          f"runs, after NLL of the recursive Stepwise model (r=0), the paper's model: long_factor x the steps below "
+          f"1x (the paper's 4x gain {LONGER_GAIN:.3f} nats, reported). Until 2026-12-05 the book judged the relaxed "
+          "Average model instead (now rrt.tabI1.longer_uptraining_helps.ours).", "kd_and_longer.csv"),
+    _spec("rrt.tabI1.longer_uptraining_helps.ours", "ours (the book's earlier form of §3.6 / Table I.1)",
+          "The paper's 1.7-point gain is the recursive Stepwise model's; it reports no longer-only run of a relaxed "
+          "model.",
+          f"runs, after NLL of the main relaxed model (Average, SVD): long_factor x the steps below 1x (the paper's "
+          f"recursive 4x gain {LONGER_GAIN:.3f} nats, reported).", "kd_and_longer.csv", ours=True),
     _spec("rrt.fig7b.kd_and_longer_combined", "§3.6, Fig. 7(b), App. I, Table I.2, Fig. I.1",
           "60B tokens + FKL together: Gemma recursive 51.7 -> 54.9 (+3.2), relaxed r64 / 128 / 256 / 512 +3.7 / +4.1 / "
           "+2.8 / +2.9; more than either technique alone (+1.7 each for the recursive Gemma).",
@@ -269,8 +276,14 @@ SPECS = (
     _spec("rrt.s3_8.speedup_2_3x", "§1, §2.4, §3.8, §5, Fig. 8, Tables K.2, K.4",
           "Up to 2-3x throughput over a vanilla Transformer: recursive Gemma 2.66x (K.2), 2.74x with B=3; the smallest "
           "recursive Δ_V in K.2 is TinyLlama's 1.66x, the smallest Δ_Seq Pythia's 1.60x.",
-          f"throughput_simulated: recursive cdb oracle / vanilla static >= {MIN_DELTA_V} and / vanilla csb >= "
-          f"{MIN_DELTA_SEQ} (the paper's smallest recursive values in K.2).", "throughput_simulated.csv"),
+          f"throughput_simulated: recursive cdb oracle / vanilla static (Δ_V) within the paper's range, from its "
+          f"smallest recursive value in K.2 ({MIN_DELTA_V}) to 'up to 2-3x' ({MAX_DELTA_V:g}), and / vanilla csb >= "
+          f"{MIN_DELTA_SEQ} (K.2's smallest). A Δ_V above {MAX_DELTA_V:g} is a regime the paper did not measure.",
+          "throughput_simulated.csv"),
+    _spec("rrt.s3_8.speedup_2_3x.ours", "ours (the book's earlier form of §3.8 / Tables K.2, K.4)",
+          "The paper's 'up to 2-3x' bounds its speedups from above; the floor-only test below is the book's.",
+          f"throughput_simulated: Δ_V >= {MIN_DELTA_V} and Δ_Seq >= {MIN_DELTA_SEQ} (the paper's smallest recursive "
+          "values in K.2; no upper bound).", "throughput_simulated.csv", ours=True),
     _spec("rrt.tabK2.relaxed_cdb_beats_vanilla", "§3.8, Fig. 8, App. K, Tables K.2, K.4",
           "Relaxed models in CDB also beat vanilla, by less than the recursive model: Gemma r64 / 128 / 256 / 512 "
           "Δ_V 2.00 / 1.99 / 1.78 / 1.59; TinyLlama 1.40-1.38; Pythia 1.54-1.36 (K.2); only relaxed Pythia r=512 at "
@@ -800,6 +813,24 @@ def _kd(tables, cfg: RelaxedConfig) -> Outcome:
 
 
 @rules("rrt.tabI1.longer_uptraining_helps", "runs")
+def _longer_recursive(tables, cfg: RelaxedConfig) -> Outcome:
+    _require_longer(cfg)
+    stepwise = rows(tables["runs"], phase="uptrain", kd=False, prefix=0, init="stepwise", rank=0)
+    if "halved" in stepwise:
+        stepwise = stepwise[~stepwise["halved"].fillna(False).astype(bool)]
+    factors = sorted(set(stepwise["steps_factor"]))
+    if cfg.long_factor not in factors or 1 not in factors:
+        raise Missing(f"needs: the recursive Stepwise model (r=0) uptrained at {cfg.long_factor}x the steps beside "
+                      f"its 1x run (uptrained at {factors or 'no'} x); the longer runs are the relaxed Average "
+                      "model's (see .ours)")
+    nll = {f: float(stepwise.loc[stepwise["steps_factor"] == f, _nll(cfg)].mean()) for f in (1, cfg.long_factor)}
+    plain, longer = nll[1], nll[cfg.long_factor]
+    measured = f"recursive stepwise r=0: {plain:.3f} -> {longer:.3f} at {cfg.long_factor}x steps " \
+               f"({longer - plain:+.3f}; paper's 4x gain {-LONGER_GAIN:+.3f})"
+    return Outcome(longer < plain, measured, ("budget", f"{measured}; needs: more seeds"))
+
+
+@rules("rrt.tabI1.longer_uptraining_helps.ours", "runs")
 def _longer(tables, cfg: RelaxedConfig) -> Outcome:
     _require_longer(cfg)
     plain = _main_relaxed_nll(tables, cfg, kd=False, steps_factor=1)
@@ -1044,14 +1075,25 @@ def _cdb_beats_vanilla(tables, cfg: RelaxedConfig) -> Outcome:
                    ("setup", f"{measured}; {_serving_context(tables, cfg, 'recursive')}"))
 
 
+def _speedup_outcome(tables, cfg: RelaxedConfig, ceiling_dv: float) -> Outcome:
+    oracle, dv, dseq = _speedups(tables, "recursive")
+    measured = f"Δ_V {dv:.2f}, Δ_Seq {dseq:.2f} (paper's range Δ_V {MIN_DELTA_V}-{MAX_DELTA_V:g}, Δ_Seq >= " \
+               f"{MIN_DELTA_SEQ})"
+    ceiling = _sim(tables, "recursive", "oracle", "ceiling_tokens_per_s") / _sim_vanilla(tables, "csb")
+    above = f"Δ_V {dv:.2f} is above the paper's 'up to 2-3x': " if dv > ceiling_dv else ""
+    return Outcome(MIN_DELTA_V <= dv <= ceiling_dv and dseq >= MIN_DELTA_SEQ, measured,
+                   ("setup", f"{above}{_serving_context(tables, cfg, 'recursive')}; with every slot busy the closed "
+                             f"form would give {ceiling:.2f}x vanilla csb"))
+
+
 @rules("rrt.s3_8.speedup_2_3x", "throughput_simulated", "pass_times")
 def _speedup(tables, cfg: RelaxedConfig) -> Outcome:
-    oracle, dv, dseq = _speedups(tables, "recursive")
-    measured = f"Δ_V {dv:.2f}, Δ_Seq {dseq:.2f} (paper's smallest {MIN_DELTA_V} / {MIN_DELTA_SEQ})"
-    ceiling = _sim(tables, "recursive", "oracle", "ceiling_tokens_per_s") / _sim_vanilla(tables, "csb")
-    return Outcome(dv >= MIN_DELTA_V and dseq >= MIN_DELTA_SEQ, measured,
-                   ("setup", f"{_serving_context(tables, cfg, 'recursive')}; with every slot busy the closed form "
-                             f"would give {ceiling:.2f}x vanilla csb"))
+    return _speedup_outcome(tables, cfg, MAX_DELTA_V)
+
+
+@rules("rrt.s3_8.speedup_2_3x.ours", "throughput_simulated", "pass_times")
+def _speedup_ours(tables, cfg: RelaxedConfig) -> Outcome:
+    return _speedup_outcome(tables, cfg, math.inf)
 
 
 @rules("rrt.tabK2.relaxed_cdb_beats_vanilla", "throughput_simulated", "pass_times")
