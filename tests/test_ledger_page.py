@@ -149,6 +149,10 @@ KNOWN_DRIFT = {
     ("cpu", "05_layerskip", "ls.ours.last_exit_cost_vs_budget"): (None, "not measured"),
     ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),
     ("cpu-long", "05_layerskip", "ls.ours.last_exit_cost_vs_budget"): (None, "held"),
+    # ... and Table 6's cache-reuse claim in its own set-up: kvq against no reuse at E >= L/2 (kv and the shallower
+    # exits are reported beside; they failed it)
+    **{(profile, "05_layerskip", "ls.tab6.kvq_reuse.scratch"): ("not held", "held") for profile in ("cpu", "cpu-long")},
+    ("cpu-long", "05_layerskip", "ls.tab6.kvq_reuse.parse"): ("not held", "held"),
     # 2026-12-05: Table 8's learning rates measured by rlib.layerskip.lr_study (cpu-long's); the baseline control is
     # the book's own claim
     **{(profile, "05_layerskip", "ls.ours.tab8_lr_gain_is_ld_own"): (None, "not measured")
