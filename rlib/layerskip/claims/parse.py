@@ -123,8 +123,8 @@ def last_em_old(ctx: Context) -> Verdict:
 
 
 def early_exit_em(ctx: Context) -> Verdict:
-    """Tables 5, 10: early exit costs EM, within Table 10's gap to the full depth at each share of depth (0.9 points
-    at 3L/4, 5.7 at L/2, 53.1 at L/4)."""
+    """Tables 5, 10: early exit costs EM at E <= L/2, and at every E stays within Table 10's gap to the full depth at
+    that share of depth (0.9 points at 3L/4, 5.7 at L/2, 53.1 at L/4)."""
     _, last = _depth(ctx)
     exits = [e for e in ctx.pcfg.decode_exits if e < last]
     if not exits:
@@ -132,7 +132,9 @@ def early_exit_em(ctx: Context) -> Verdict:
     full = _em(ctx, LS, last)
     rows = [(e, _em(ctx, LS, e), TABLE10_EARLY_GAP[min(TABLE10_EARLY_GAP, key=lambda s: abs(s - e / last))])
             for e in exits]
-    held = all(em < full and full - em <= gap for _, em, gap in rows)
+    # below the full depth at E <= L/2, where Tables 5 and 10 agree; at 3L/4 Table 5's early exit beats it (83.3 vs
+    # 82.9), so there only the gap bound applies
+    held = all((em < full or e / last > 0.5) and full - em <= gap for e, em, gap in rows)
     measured = (f"teacher-forced EM (n = {ctx.pcfg.test_examples}) at E = "
                 + ", ".join(f"{e}: {em:.3f} (gap {100 * (full - em):.1f} pts, Table 10 {100 * gap:.1f})"
                             for e, em, gap in rows) + f" vs LD+EE full {full:.3f}")
