@@ -147,6 +147,11 @@ def test_scratch_paper_claims_flip_with_one_number():
 
     rises = judged(found, SCRATCH).loc["ls.fig11.baseline_middle_rises"]
     assert rises["verdict"] == H and "baseline +0.500" in rises["measured"]
+    fig11 = judged(found, SCRATCH).loc["ls.fig11.ee_prevents_ld_reduces"]
+    assert fig11["verdict"] == H and "baseline +0.500, LD +0.000, EE +0.000 nats" in fig11["measured"]
+    rising = [r for r in results() if r["recipe"] != "ld"] + [record("ld", s, 5.5, 3.0, probe_mid=(5.0, 4.0, 4.6))
+                                                              for s in (0, 1)]  # LD rises more than the baseline
+    assert judged(scratch_tables(rising), SCRATCH).loc["ls.fig11.ee_prevents_ld_reduces", "verdict"] == N
 
 
 def test_a_missing_table_names_itself():
@@ -155,7 +160,7 @@ def test_a_missing_table_names_itself():
     ledger = judged(found, SCRATCH)
     assert ledger.loc["ls.fig11.baseline_middle_rises.ours", "verdict"] == M
     assert "probe_curves" in ledger.loc["ls.fig11.baseline_middle_rises.ours", "measured"]
-    assert ledger.loc["ls.fig11.ee_prevents_ld_reduces", "verdict"] == H  # one budget: middle_vs_last is enough
+    assert ledger.loc["ls.fig11.ee_prevents_ld_reduces", "verdict"] == M  # Fig. 11 is read on the rise
 
 
 def test_probe_claim_reads_layers_needed():
