@@ -31,7 +31,7 @@ from rlib.book.claims import Ledger
 from rlib.config import PROFILES, ConfigError
 from rlib.layerskip.claims import adapt, costs, decoding, parse, quality, training
 from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict
-from rlib.layerskip.claims.specs import NEEDS, SPECS
+from rlib.layerskip.claims.specs import DECODED_FROM, NEEDS, SAMPLED, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 
 __all__ = ["CHAPTER", "CHECKS", "SPECS", "judge"]
@@ -39,6 +39,7 @@ __all__ = ["CHAPTER", "CHECKS", "SPECS", "judge"]
 CHAPTER = "05_layerskip"
 CHECKS: dict[str, Check] = {**training.CHECKS, **adapt.CHECKS, **parse.CHECKS,
                             **decoding.CHECKS, **quality.CHECKS, **costs.CHECKS}
+CHECKS.update({spec.id: CHECKS[spec.id.removesuffix(SAMPLED)] for spec in SPECS if spec.id.endswith(SAMPLED)})
 
 
 def judge(tables: Mapping[str, pd.DataFrame], cfg: LayerSkipConfig, acfg: AdaptConfig, pcfg: ParseConfig,
@@ -81,7 +82,36 @@ def _judge_one(ledger: Ledger, claim_id: str, context: Context) -> None:
         ledger.not_measured(claim_id, context.explain(f"the tables lack what this claim reads "
                                                       f"({type(error).__name__}: {error})", claim_id))
         return
+    sampled = _sampled_source(context, SPEC_BY_ID[claim_id])
+    if claim_id.endswith(SAMPLED) and sampled is None:  # a greedy study: the paper's claim itself is judged there
+        ledger.not_measured(claim_id, f"this study decodes greedily, as the paper: its claim "
+                                      f"{claim_id.removesuffix(SAMPLED)} is judged on that output")
+        return
+    if sampled is not None and not SPEC_BY_ID[claim_id].ours:  # the paper's decoding claims are greedy ones
+        held = verdict.held if isinstance(verdict.held, str) else "held" if verdict.held else "not held"
+        ledger.judge(claim_id, "not testable at this scale",
+                     f"{verdict.measured} [on {sampled}'s coupled-sampled output this reads '{held}', the verdict of "
+                     f"{claim_id}{SAMPLED}; {GREEDY_ONLY}]")
+        return
     ledger.judge(claim_id, verdict.held, verdict.measured, _diagnose(verdict) if verdict.not_held else None)
+
+
+SPEC_BY_ID = {spec.id: spec for spec in SPECS}
+GREEDY_ONLY = ("the paper decodes greedily ('All experiments were performed with greedy decoding', Sec. 6.2); this "
+               "study decodes by coupled sampling at T = 1 because these small models' greedy output loops (distinct-2 "
+               "0.11-0.13 in the 2026-11-24 run, below the 0.5 gate), so the greedy claim is not testable here")
+
+
+def _sampled_source(context: Context, spec) -> str | None:
+    """The decoding table a decoding claim reads, where that table was decoded by sampling (None otherwise: not a
+    decoding claim, the table missing, or greedy decoding)."""
+    source = DECODED_FROM.get(spec.artifact)
+    if source is None or source not in context.tables:
+        return None
+    table = context.tables[source]
+    if "temperature" not in table or not len(table):
+        return None
+    return source if float(pd.to_numeric(table["temperature"], errors="coerce").max()) > 0 else None
 
 
 def _diagnose(verdict: Verdict) -> Diagnosis:

@@ -13,7 +13,7 @@ import dataclasses
 
 from rlib.book.claims import ClaimSpec
 
-__all__ = ["NEEDS", "SPECS"]
+__all__ = ["DECODED_FROM", "NEEDS", "SAMPLED", "SPECS"]
 
 
 def _ls(id: str, where: str, paper_says: str, test: str, artifact: str, ours: bool = False) -> ClaimSpec:
@@ -25,8 +25,9 @@ def _pair(spec: ClaimSpec, book_test: str) -> tuple[ClaimSpec, ClaimSpec]:
     return spec, dataclasses.replace(spec, id=f"{spec.id}.ours", test=f"The book's own posing: {book_test}", ours=True)
 
 
-GATE = ("on output that passes the gate (distinct-2 >= 0.5, threshold ours, issue 25): greedy, or sampled where the "
-        "study decodes by coupled sampling (rlib.layerskip.sampling, ours)")
+GATE = ("on greedy output, as the paper's, that passes the gate (distinct-2 >= 0.5, threshold ours, issue 25); where "
+        "the study decodes by coupled sampling (rlib.layerskip.sampling, ours) the claim is not testable and its "
+        ".sampled twin reads that output")
 
 # per decoding study: (table, scope in the book, the paper's words on exactness, acceptance, where)
 _DECODING = {
@@ -112,7 +113,7 @@ def _speedup(id: str, where: str, paper_says: str, study: str, goal: str) -> tup
 _SCRATCH_3X = ("LD+EE's middle exit >= 3x lower perplexity than the baseline's and its last exit within 5 % "
                "(middle_vs_last; both thresholds ours).")
 
-SPECS: tuple[ClaimSpec, ...] = (
+_PAPER_SPECS: tuple[ClaimSpec, ...] = (
     # Motivation (Sec. 2.1, Fig. 2)
     _ls("ls.fig2.pretrained_layers_needed", "Sec. 2.1, Fig. 2",
         "On HumanEval's first prompt pretrained Llama1 7B needs on average 23.45 of its 32 layers before an exit "
@@ -423,5 +424,35 @@ SPECS: tuple[ClaimSpec, ...] = (
         "needs for 1.5x with the whole head and at or above what it needs with the task vocabulary (threshold ours).",
         "cost_model", ours=True),
 )
+
+# the decoding table behind each table a decoding claim reads (quality tables and generations come from its decodes)
+DECODED_FROM = {"decoding": "decoding", "decoding_continual": "decoding_continual", "decoding_code": "decoding_code",
+                "decoding_parse": "decoding_parse", "decoding_quality": "decoding",
+                "decoding_continual_quality": "decoding_continual", "decoding_code_quality": "decoding_code",
+                "generations_scratch": "generations_scratch", "generations_continual": "generations_continual"}
+SAMPLED = ".sampled"  # the suffix of a paper decoding claim's twin judged on coupled-sampled output (ours)
+
+
+def _sampled_twin(spec: ClaimSpec) -> ClaimSpec:
+    """The book's own reading of a paper decoding claim on coupled-sampled output (`rlib.layerskip.sampling`)."""
+    return dataclasses.replace(
+        spec, id=f"{spec.id}{SAMPLED}", where=f"ours, beside {spec.where} (the paper decodes greedily)",
+        paper_says="The paper's decoding results are greedy ('All experiments were performed with greedy decoding', "
+                   "Sec. 6.2); it reports no sampled decoding.",
+        test=f"The paper claim's test, {spec.test[0].lower()}{spec.test[1:]} Judged on output decoded by coupled "
+             "sampling (the book's extension, exact for self-speculation); not measured where the study decodes "
+             "greedily, as the paper's claim itself is judged there.", ours=True)
+
+
+def _with_sampled_twins(specs: tuple[ClaimSpec, ...]) -> tuple[ClaimSpec, ...]:
+    out = []
+    for spec in specs:
+        out.append(spec)
+        if not spec.ours and spec.artifact in DECODED_FROM:
+            out.append(_sampled_twin(spec))
+    return tuple(out)
+
+
+SPECS = _with_sampled_twins(_PAPER_SPECS)
 
 NEEDS: dict[str, str] = {}  # every claim of SPECS has a check
