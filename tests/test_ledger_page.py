@@ -186,14 +186,6 @@ KNOWN_DRIFT = {
     # tables they read, so they are not measured there until chapter 05's cpu-long run is re-promoted
     ("cpu-long", "05_layerskip", "ls.tab3.generation_quality.scratch"): (None, "not measured"),
     ("cpu-long", "05_layerskip", "ls.tab4.generation_quality.code"): (None, "not measured"),
-    # 2026-12-05: two chapter-04 tests the paper's text does not state became the book's own (`.ours`), and Table 1's
-    # 2L Transformer is parameter-matched (~D / sqrt(2)); the promoted cpu-long 2L row was trained at width D, so it
-    # is left out until chapter 04 runs again
-    **{("cpu-long", "04_recurrent_transformer", claim + suffix): (None, "not held") if suffix else ("not held", None)
-       for claim in ("rt.fig6.rt_ahead_token_level", "rt.tables3_5_8.downstream_gold_ce") for suffix in ("", ".ours")},
-    ("cpu-long", "04_recurrent_transformer", "rt.table1.transformer_2L"): ("not held", "not measured"),
-    # 2026-12-05: Theorem 4.1's radius > 1 check became the book's own claim beside the paper's radius < 1 one
-    ("cpu-long", "04_recurrent_transformer", "rt.thm4_1.grows_above_one.ours"): (None, "held"),
     # 2026-12-05: MoR's 'matches or beats vanilla' is stated for > 360M models (not testable with the book's), and
     # Fig. 4a's growth with Nr became its own claim (measured once throughput.csv has several Nr)
     ("cpu-long", "03_mixture_of_recursions", "mor.fig3.mor_matches_or_beats_vanilla"): (
@@ -208,9 +200,6 @@ KNOWN_DRIFT = {
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     **{(profile, "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured")
        for profile in ("cpu", "cpu-long")},
-    # 2026-12-05: Theorem 1 / A.1 (a width-3D RT simulates a Transformer) and Sec. 3.2's token recurrence, new claims
-    **{("cpu-long", "04_recurrent_transformer", claim): (None, "not measured")
-       for claim in ("rt.thm1.simulates_transformer", "rt.s3_2.token_recurrence")},
     # 2026-12-05: an audit of chapter 02's claims against paper 000's text: Table 3's final loop is judged against the
     # model before post-training only (the paper's Delta; the CE-only control was an alternative pass), and App. J's
     # self-distillation claim on the loop-1 lift the paper states (the final-loop bound is the book's own, .ours)

@@ -140,25 +140,26 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     """cpu-long (figures/cpu-long) measured what cpu leaves out: MAD's loss, the norm ablation, the 2L row."""
     long = load_tables(FIGURES.parents[0] / "cpu-long" / FIGURES.name)
     judged = _judge({**committed, **long}, RecurrentConfig.preset("cpu-long"))
-    assert judged.loc["rt.ours.task_loss_ablation", "verdict"] == "held"
+    # MAD's value draws (2026-12-05): RT trained on the scored targets stays on its plateau (0.32 after 1,000 steps)
+    assert tuple(judged.loc["rt.ours.task_loss_ablation", ["verdict", "diagnosis"]]) == ("not held", "budget")
     for claim in ("rt.e2.norm_allows_higher_lr", "rt.e2.no_norm_significantly_worse"):
         assert tuple(judged.loc[claim, ["verdict", "diagnosis"]]) == ("not held", "scale")
-    # the promoted 2L row was trained at the deep width (twice the parameters, not Table 1's 24 x 1024 shape): it is
-    # left out of both Table 1 claims that read it until cpu-long runs it again at ~D / sqrt(2)
-    assert judged.loc["rt.table1.transformer_2L", "verdict"] == "not measured"
-    assert "trained at D 128 (1.58 M parameters vs 0.79 M)" in judged.loc["rt.table1.transformer_2L", "measured"]
-    assert "re-run at D 96" in judged.loc["rt.table1.shallow_rt_best_overall", "measured"]
+    # the 2L row parameter-matched (~D / sqrt(2), Table 1's 24 x 1024 shape; the 2026-12-05 cpu-long run): deeper is
+    # worse at this budget, by 5 s.e.
+    assert tuple(judged.loc["rt.table1.transformer_2L", ["verdict", "diagnosis"]]) == ("not held", "budget")
+    assert "T(2L) 5.1115 vs T(L) 5.0150 (+0.0965, 5.1 s.e.)" in judged.loc["rt.table1.transformer_2L", "measured"]
+    assert "vs best Transformer (L 2, D 176)" in judged.loc["rt.table1.shallow_rt_best_overall", "measured"]
     # the tuning grid (copy at 15 epochs) lifts RT's copy to 13x chance: the set-up check holds
     assert judged.loc["rt.ours.task_setup_copying", "verdict"] == "held"
-    assert "copy: RT 13.2x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
+    assert "copy: RT 13.3x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
     # Figs. 8-9 at batch 16 and 32, the downstream columns and the decode cost: measured, with diagnoses
     assert tuple(judged.loc["rt.fig8_9.batch_sizes_150m", ["verdict", "diagnosis"]]) == ("not held", "budget")
     gold_ce = "rt.tables3_5_8.downstream_gold_ce.ours"
     assert tuple(judged.loc[gold_ce, ["verdict", "diagnosis"]]) == ("not held", "budget")
     assert judged.loc["rt.tables6_9_10.downstream_accuracy", "verdict"] == "held"
-    # cpu-long's own decode-cost timing: 15 paired rounds whose median's interval straddles 1.2 at both batches
-    assert judged.loc["rt.abstract.decode_cost", "verdict"] == "not testable at this scale"
-    assert "timing noise" in judged.loc["rt.abstract.decode_cost", "measured"]
+    # cpu-long's own decode-cost timing (2026-12-05, 15 paired rounds): at batch 1 the interval lies above 1.2x
+    assert tuple(judged.loc["rt.abstract.decode_cost", ["verdict", "diagnosis"]]) == ("not held", "scale")
+    assert "batch 1: RT / T 1.24x per token [1.22, 1.27]" in judged.loc["rt.abstract.decode_cost", "measured"]
 
 
 # ---- small synthetic tables: one number flips a verdict -------------------------------------------------------
