@@ -310,6 +310,15 @@ run.table(scratch_costs, "decoding_costs_scratch", floatfmt=".3g", show=False)
 run.table(tables.cost_table(scratch_predicted), "cost_model_scratch", floatfmt=".3g");
 
 # %% [markdown]
+# The paper's other argument for drafting with the model's own first layers is memory (abstract, Sec. 4.3.3): one
+# model and one KV cache serve both stages. Here every cache the decoder creates is measured in bytes after greedy
+# decoding, for each cache mode, beside a two-model decoder whose separate draft model has the same E layers
+# (`rlib.layerskip.decode_memory`; `total_over_kvq` is each decoder's bytes over self-speculation's):
+
+# %%
+run.table(decode_study.scratch_memory(cfg, work), "decoding_memory", floatfmt=".4g");
+
+# %% [markdown]
 # SmolLM2 after each study, plain vs LD+EE: the code study (cpu-long) decodes HumanEval prompts greedily (Table 4's
 # setting), the continual study held-out poetry, sampled (`decode_sampled_studies`: greedily it looped).
 #

@@ -42,18 +42,19 @@ EXPECTED_CPU = {
     M, "ls.fig10a.code_middle_ppl.ours": M, "ls.fig10a.code_middle_tasks": M, "ls.fig10a.code_middle_tasks.ours": M,
     "ls.fig10a.code_last": M, "ls.fig10a.code_last.ours": M, "ls.fig10a.ld_ee_vs_variants": M,
     "ls.fig10b.parse_middle_em": M, "ls.fig10b.parse_middle_em.ours": M, "ls.fig10b.parse_last_em": M,
-    "ls.fig10b.parse_last_em.ours": M, "ls.tab10.early_exit_em": M, "ls.tab10.early_exit_time": N, "ls.exact.scratch":
-    T, "ls.exact.scratch.sampled": H, "ls.tab10.acceptance_rises_with_e.scratch": T,
-    "ls.tab10.acceptance_rises_with_e.scratch.sampled": N, "ls.tab10.acceptance_rises_with_e.scratch.ours": H,
-    "ls.s8.recipe_required.scratch": T, "ls.s8.recipe_required.scratch.sampled": N,
-    "ls.s8.recipe_required.scratch.ours": N, "ls.exact.continual": T, "ls.exact.continual.sampled": H,
-    "ls.tab10.acceptance_rises_with_e.continual": T, "ls.tab10.acceptance_rises_with_e.continual.sampled": N,
-    "ls.tab10.acceptance_rises_with_e.continual.ours": H, "ls.s8.recipe_required.continual": T,
-    "ls.s8.recipe_required.continual.sampled": N, "ls.s8.recipe_required.continual.ours": N, "ls.exact.code": M,
-    "ls.exact.code.sampled": M, "ls.tab10.acceptance_rises_with_e.code": M,
-    "ls.tab10.acceptance_rises_with_e.code.sampled": M, "ls.tab10.acceptance_rises_with_e.code.ours": M,
-    "ls.s8.recipe_required.code": M, "ls.s8.recipe_required.code.sampled": M, "ls.s8.recipe_required.code.ours": M,
-    "ls.exact.parse": M, "ls.exact.parse.sampled": M, "ls.tab10.acceptance_rises_with_e.parse": M,
+    "ls.fig10b.parse_last_em.ours": M, "ls.tab10.early_exit_em": M, "ls.abstract.single_model_memory": M,
+    "ls.tab10.early_exit_time": N, "ls.exact.scratch": T, "ls.exact.scratch.sampled": H,
+    "ls.tab10.acceptance_rises_with_e.scratch": T, "ls.tab10.acceptance_rises_with_e.scratch.sampled": N,
+    "ls.tab10.acceptance_rises_with_e.scratch.ours": H, "ls.s8.recipe_required.scratch": T,
+    "ls.s8.recipe_required.scratch.sampled": N, "ls.s8.recipe_required.scratch.ours": N, "ls.exact.continual": T,
+    "ls.exact.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual": T,
+    "ls.tab10.acceptance_rises_with_e.continual.sampled": N, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
+    "ls.s8.recipe_required.continual": T, "ls.s8.recipe_required.continual.sampled": N,
+    "ls.s8.recipe_required.continual.ours": N, "ls.exact.code": M, "ls.exact.code.sampled": M,
+    "ls.tab10.acceptance_rises_with_e.code": M, "ls.tab10.acceptance_rises_with_e.code.sampled": M,
+    "ls.tab10.acceptance_rises_with_e.code.ours": M, "ls.s8.recipe_required.code": M,
+    "ls.s8.recipe_required.code.sampled": M, "ls.s8.recipe_required.code.ours": M, "ls.exact.parse": M,
+    "ls.exact.parse.sampled": M, "ls.tab10.acceptance_rises_with_e.parse": M,
     "ls.tab10.acceptance_rises_with_e.parse.sampled": M, "ls.tab10.acceptance_rises_with_e.parse.ours": M,
     "ls.s8.recipe_required.parse": M, "ls.s8.recipe_required.parse.sampled": M, "ls.s8.recipe_required.parse.ours": M,
     "ls.tab10.acceptance_levels.parse": M, "ls.tab10.acceptance_levels.parse.sampled": M, "ls.tab6.kvq_reuse.scratch":
@@ -100,7 +101,7 @@ def test_specs_are_unique_placed_and_each_has_a_check():
     assert all(s.where.strip() and s.paper == "004" and s.artifact for s in SPECS)
     assert set(ids) == set(claims.CHECKS) | set(NEEDS) and not set(claims.CHECKS) & set(NEEDS)
     assert all(s.ours for s in SPECS if s.id.endswith(".ours") or s.id.startswith("ls.ours."))
-    assert sum(not s.ours for s in SPECS) + sum(s.ours for s in SPECS if s.id.startswith("ls.ours.")) == 61
+    assert sum(not s.ours for s in SPECS) + sum(s.ours for s in SPECS if s.id.startswith("ls.ours.")) == 62
 
 
 def test_no_tables_leave_every_claim_not_measured():
@@ -642,3 +643,26 @@ def test_draft_and_verify_claim_reads_layerskip_over_dv_against_table_2s_xsum_ra
     wrong.loc[wrong["method"] == "draft_verify", "identical_to_greedy"] = False  # D&V is checked for exactness too
     exact = judged({"decoding_continual": wrong}).loc["ls.exact.continual"]
     assert exact["verdict"] == N and "draft_verify skip 2 attn + 1 mlp d<=8" in exact["evidence"]
+
+
+def _memory(extra_kv: float = 0.25) -> pd.DataFrame:
+    rows = []
+    for exit_layer in (2, 3):
+        kv = 1000.0
+        for decoder, kv_bytes, extra in (("kvq", kv, 0), ("kv", kv, 0), ("none", kv * (1 + extra_kv), 0),
+                                         ("two-model", kv * (1 + extra_kv), 5000)):
+            rows.append({"exit_layer": exit_layer, "n_draft": 2, "decoder": decoder, "weight_bytes": 10000,
+                         "extra_weight_bytes": extra, "kv_bytes": kv_bytes, "exit_query_bytes": 8 if decoder == "kvq"
+                         else 0})
+    table = pd.DataFrame(rows)
+    table["total_bytes"] = table[["weight_bytes", "extra_weight_bytes", "kv_bytes", "exit_query_bytes"]].sum(axis=1)
+    return table
+
+
+def test_the_memory_claim_reads_every_decoders_bytes_against_kvqs():
+    claim = "ls.abstract.single_model_memory"
+    held = judged({"decoding_memory": _memory()}).loc[claim]
+    assert held["verdict"] == H and "none 1.022-1.022x; two-model 1.476-1.476x" in held["measured"]
+    same = judged({"decoding_memory": _memory(extra_kv=0.0)}).loc[claim]  # a second cache that holds nothing
+    assert same["verdict"] == N and same["diagnosis"] == "setup"
+    assert judged({}).loc[claim, "verdict"] == M

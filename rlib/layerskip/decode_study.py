@@ -36,7 +36,7 @@ import torch
 
 from rlib import assets, data
 from rlib.config import ConfigError
-from rlib.layerskip import adapt, decode_costs, generations, parse_data, parse_study, quality
+from rlib.layerskip import adapt, decode_costs, decode_memory, generations, parse_data, parse_study, quality
 from rlib.layerskip import experiments as scratch
 from rlib.layerskip.analysis import motivation_probe
 from rlib.layerskip.config import (
@@ -150,6 +150,14 @@ def scratch_costs(cfg: LayerSkipConfig, work: Path, decoding: pd.DataFrame, laye
     prompts = scratch_prompts(cfg)
     costs = decode_costs.measure_costs(model, prompts, cfg.decode_exits, cfg.decode_drafts, repeats=repeats)
     return costs, decode_costs.predict(decoding[decoding["recipe"] == layerskip], costs, len(prompts))
+
+
+def scratch_memory(cfg: LayerSkipConfig, work: Path, layerskip: str = "ld_ee", prompts: int = 2) -> pd.DataFrame:
+    """`decode_memory.footprint_table` of the from-scratch `layerskip` model on the first `prompts` of the study's
+    prompts, greedy, at its E and d: the bytes each decoder holds (abstract, Sec. 4.3.3)."""
+    model = scratch.load_model(work, LayerSkipRun(layerskip, cfg.seeds[0]).name)
+    return decode_memory.footprint_table(model, scratch_prompts(cfg)[:prompts], cfg.decode_exits, cfg.decode_drafts,
+                                         cfg.decode_new_tokens)
 
 
 def humaneval_problems(n: int) -> list[dict]:

@@ -1,9 +1,10 @@
 """Chapter 05's claim checks on what decoding costs (LayerSkip, paper 004): early exit's time per token against L / E
 (Tables 2, 5, 10) and, beyond the paper, the measured cost model of the parsing model's decoders
-(`rlib.layerskip.decode_costs`), the whole head's share of it, and few-token matrix products (`fast_decoding`).
+(`rlib.layerskip.decode_costs`), the whole head's share of it, few-token matrix products (`fast_decoding`), and
+self-speculation's memory footprint (abstract, Sec. 4.3.3: `rlib.layerskip.decode_memory`).
 
 Tables read: decoding_parse / decoding_continual / decoding_code (early-exit rows), cost_model, decoding_costs,
-decoding_matmul. `CHECKS` maps each claim id to its check.
+decoding_matmul, decoding_memory. `CHECKS` maps each claim id to its check.
 """
 
 from __future__ import annotations
@@ -126,8 +127,30 @@ def fast_decoding(ctx: Context) -> Verdict:
                  "greedy"))
 
 
+def single_model_memory(ctx: Context) -> Verdict:
+    """Abstract, Sec. 4.3.3: self-speculation (kvq) holds fewer bytes than a separate draft cache or draft model."""
+    table = ctx.table("decoding_memory")
+    wide = table.pivot_table(index=["exit_layer", "n_draft"], columns="decoder", values="total_bytes")
+    others = [c for c in ("none", "two-model") if c in wide]
+    if "kvq" not in wide or not others:
+        raise Unmeasured("decoding_memory needs kvq beside the none or two-model rows")
+    ratios = {c: wide[c] / wide["kvq"] for c in others}
+    mib = 2**20
+    kv = table[table["decoder"] == "kvq"]["kv_bytes"]
+    extra = table[table["decoder"] == "two-model"]["extra_weight_bytes"]
+    measured = ("total bytes over kvq's per (E, d): " + "; ".join(
+        f"{c} {ratios[c].min():.3f}-{ratios[c].max():.3f}x" for c in others)
+        + f" (the model {table['weight_bytes'].iloc[0] / mib:.1f} MiB; kvq's one KV cache "
+        f"{kv.min() / mib:.2f}-{kv.max() / mib:.2f} MiB; a separate E-layer draft model "
+        f"{extra.min() / mib:.1f}-{extra.max() / mib:.1f} MiB)")
+    return Verdict(all(bool((r > 1).all()) for r in ratios.values()), measured, lambda: (
+        "setup", f"{measured}: self-speculation with one model and one cache holds as many bytes as a decoder with a "
+                 "second cache or model, so the decoder keeps more than the single cache its kvq mode describes"))
+
+
 CHECKS: dict[str, Check] = {
     "ls.tab10.early_exit_time": early_exit_time,
+    "ls.abstract.single_model_memory": single_model_memory,
     "ls.ours.cost_model": cost_model,
     "ls.ours.whole_head_cost": whole_head_cost,
     "ls.ours.fast_decoding": fast_decoding,

@@ -330,6 +330,16 @@ _PAPER_SPECS: tuple[ClaimSpec, ...] = (
         "own early exit is higher, 83.3 vs 82.9 at E = 18, so there it is not required), and at every E within Table "
         "10's gap at that share of depth (0.9 points at 3L/4, 5.7 at L/2, 53.1 at L/4: thresholds from the paper's CPU "
         "table of 100 samples); the generated EM (decoding_parse) reported.", "parse_exits"),
+    _ls("ls.abstract.single_model_memory", "Abstract; Sec. 4.3 (Inference using Self-Speculative Decoding), "
+                                           "Sec. 4.3.3 (Reusing the Cache)",
+        "'Our proposed self-speculative decoding approach has less memory footprint than other speculative decoding "
+        "approaches' (abstract): it reduces 'memory through the use of a single model' (Sec. 4.3) and can 'maintain a "
+        "single KV cache for the draft and verify steps, reducing memory and latency' (Sec. 4.3.3).",
+        "decoding_memory (the from-scratch LD+EE model decoding greedily, every KV cache the decoder creates measured "
+        "in bytes, rlib.layerskip.decode_memory): at every (E, d) self-speculation with kvq holds fewer bytes "
+        "(weights, KV caches, the carried exit-query states) than with a separate draft cache (mode none, as "
+        "transformers' assistant_early_exit keeps) and than a two-model speculative decoder with a separate E-layer "
+        "draft model (its embedding, layers, norm and head counted from the model's tensors).", "decoding_memory"),
     _ls("ls.tab10.early_exit_time", "Tables 2, 5 and 10 (early-exit speed)",
         "Early exit runs at about L / E the autoregressive speed: CPU 165 -> 124 / 84 / 44 ms at E = 18 / 12 / 6 of 24 "
         "(1.33x / 1.96x / 3.75x vs L / E 1.33 / 2 / 4); GPU Table 5 36 -> 28 / 19 / 10 ms.",
