@@ -20,7 +20,7 @@ LAST = 4
 def test_presets_and_bad_studies():
     assert LRStudyConfig.preset("cpu").multipliers == ()
     long = LRStudyConfig.preset("cpu-long")
-    assert long.multipliers == (0.5, 2.0) and long.recipes == ("baseline", "ld", "ld_ee") and long.seeds == (0, 1)
+    assert long.multipliers == (0.25, 0.5) and long.recipes == ("baseline", "ld", "ld_ee") and long.seeds == (0, 1)
     chapter = LayerSkipConfig.preset("cpu-long")  # every 1x twin is one of the chapter's own cpu-long runs
     assert {r.name for r in lr_study.study_runs(long)} <= {r.name for r in experiments.scratch_runs(chapter)}
     with pytest.raises(ConfigError, match="not 1"):
@@ -90,8 +90,9 @@ PAPER, OURS = "ls.tab8.ld_needs_higher_lr", "ls.ours.tab8_lr_gain_is_ld_own"
 
 def _judge(gains: dict[str, tuple[float, float]], halves: dict[str, tuple[float, float]] | None = None):
     results = _study(gains)
-    if halves:  # the same recipes at 0.5x too (their 1x rows once)
-        results += [r for r in _study(halves, 0.5) if r["multiple"] == 0.5]
+    halves = halves or {recipe: (-0.02, -0.02) for recipe in gains}  # by default every recipe is worse at 0.5x: the
+    # baseline's best rate is bracketed
+    results += [r for r in _study(halves, 0.5) if r["multiple"] == 0.5]  # the same recipes at 0.5x (1x rows once)
     return judged({"lr_sensitivity": lr_study.lr_table(results, LAST)}, LayerSkipConfig.preset("cpu").override(
         n_layers=LAST, decode_exits=(2,)))
 
@@ -129,8 +130,8 @@ def test_a_baseline_best_at_half_the_rate_moves_the_comparison_to_half_vs_1x():
     # the baseline best at the study's lowest rate: the diagnosis says its tuned rate may lie lower
     failing = _judge({"baseline": (-0.02, -0.02), "ld": (-0.02, -0.02), "ld_ee": (-0.03, -0.02)},
                      halves={"baseline": (0.01, 0.01), "ld": (0.02, 0.03), "ld_ee": (-0.005, -0.01)})
-    assert failing.loc[PAPER, "verdict"] == "not held"
-    assert "may lie lower still" in failing.loc[PAPER, "evidence"]
+    assert failing.loc[PAPER, "verdict"] == "not held" and failing.loc[PAPER, "diagnosis"] == "setup"
+    assert "may lie lower still" in failing.loc[PAPER, "evidence"] and "at 0.25x too" in failing.loc[PAPER, "evidence"]
 
 
 def test_the_command_line_refuses_a_profile_without_runs(capsys):
