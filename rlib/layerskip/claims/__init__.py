@@ -30,7 +30,7 @@ import pandas as pd
 from rlib.book.claims import Ledger
 from rlib.config import PROFILES, ConfigError
 from rlib.layerskip.claims import adapt, costs, decoding, parse, quality, training
-from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict
+from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict, decoded, decoding_kind
 from rlib.layerskip.claims.specs import DECODED_FROM, NEEDS, SAMPLED, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 
@@ -90,15 +90,15 @@ def _judge_one(ledger: Ledger, claim_id: str, context: Context) -> None:
     if sampled is not None and not SPEC_BY_ID[claim_id].ours:  # the paper's decoding claims are greedy ones
         held = verdict.held if isinstance(verdict.held, str) else "held" if verdict.held else "not held"
         ledger.judge(claim_id, "not testable at this scale",
-                     f"{verdict.measured} [on {sampled}'s coupled-sampled output this reads '{held}', the verdict of "
-                     f"{claim_id}{SAMPLED}; {GREEDY_ONLY}]")
+                     f"{verdict.measured} [on {sampled}'s {decoded(context.tables[sampled])} this reads '{held}', "
+                     f"the verdict of {claim_id}{SAMPLED}; {GREEDY_ONLY}]")
         return
     ledger.judge(claim_id, verdict.held, verdict.measured, _diagnose(verdict) if verdict.not_held else None)
 
 
 SPEC_BY_ID = {spec.id: spec for spec in SPECS}
 GREEDY_ONLY = ("the paper decodes greedily ('All experiments were performed with greedy decoding', Sec. 6.2); this "
-               "study decodes by coupled sampling at T = 1 because these small models' greedy output loops (distinct-2 "
+               "study decodes by coupled sampling because these small models' greedy output loops (distinct-2 "
                "0.11-0.13 in the 2026-11-24 run, below the 0.5 gate), so the greedy claim is not testable here")
 
 
@@ -109,9 +109,7 @@ def _sampled_source(context: Context, spec) -> str | None:
     if source is None or source not in context.tables:
         return None
     table = context.tables[source]
-    if "temperature" not in table or not len(table):
-        return None
-    return source if float(pd.to_numeric(table["temperature"], errors="coerce").max()) > 0 else None
+    return source if len(table) and decoding_kind(table) == "sampled" else None
 
 
 def _diagnose(verdict: Verdict) -> Diagnosis:
