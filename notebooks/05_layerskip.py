@@ -280,9 +280,10 @@ if pcfg.recipes:
 book.show_source(self_speculative_generate)
 
 # %% [markdown]
-# The from-scratch models (baseline and LD+EE). Small models trained for minutes fall into greedy loops
-# (`distinct_2`, distinct bigrams over bigrams of the output, was 0.11-0.13 here), and a loop is easy for any exit to
-# draft, so its acceptance says nothing about the exit. The paper decodes greedily; here the profile's
+# The from-scratch models (baseline and LD+EE). Small models trained for minutes fall into greedy loops, and a loop
+# is easy for any exit to draft, so its acceptance says nothing about the exit. `greedy_check` measures it on this
+# run's models: `greedy_distinct_2` is the distinct bigrams over bigrams of each model's greedy continuation, mean
+# over the prompts, against the chapter's gate of 0.5 (ours). The paper decodes greedily; here the profile's
 # `decode_temperature` samples instead, in a way self-speculation reproduces token for token (ours): every token is
 # the argmax of its logits / T plus Gumbel noise fixed for its position, for the drafts and the verifier alike. The
 # output is a true sample at temperature T, and `identical_to_greedy` then checks it against autoregressive sampling
@@ -290,6 +291,9 @@ book.show_source(self_speculative_generate)
 
 # %%
 book.show_source(sampling.TokenChooser)
+
+# %%
+run.table(decode_study.scratch_greedy_check(cfg, work), "greedy_check", floatfmt=".3g");
 
 # %%
 scratch_times, scratch_outputs = TimingLog(), OutputLog()
@@ -320,7 +324,8 @@ run.table(decode_study.scratch_memory(cfg, work), "decoding_memory", floatfmt=".
 
 # %% [markdown]
 # SmolLM2 after each study, plain vs LD+EE: the code study (cpu-long) decodes HumanEval prompts greedily (Table 4's
-# setting), the continual study held-out poetry, sampled (`decode_sampled_studies`: greedily it looped).
+# setting), the continual study held-out poetry, sampled (`decode_sampled_studies`: greedily it loops, as its
+# `greedy_check_continual` table measures).
 #
 # Table 2 also sets LayerSkip beside **Draft & Verify** (Zhang et al. 2023): the plain model drafts with some of its
 # attention and MLP sublayers skipped, and verifies with all of them. It needs no training, but it cannot reuse the
@@ -339,6 +344,9 @@ for study in acfg.studies:
         run.table(search.trace, f"draft_verify_search_{study.name}", floatfmt=".3g", show=False)
         skip_set = search.best
         print(f"{study.name}: Draft & Verify skips {skip_set.text()}")
+    if acfg.decode_sampling(study.name) is not None:
+        run.table(decode_study.adapt_greedy_check(acfg, work / "pretrained", study.name, recipes),
+                  f"greedy_check_{study.name}", floatfmt=".3g")
     study_times, pretrained_outputs[study.name] = TimingLog(), OutputLog()
     pretrained_decoding[study.name] = run.table(decode_study.adapt_decoding(
         acfg, work / "pretrained", study.name, recipes, timings=study_times,

@@ -126,6 +126,43 @@ def test_decode_check_trains_decodes_and_judges_a_study_alone(tmp_path, monkeypa
     out = capsys.readouterr().out  # sampled: the paper's greedy claim is not testable, its .sampled twin is judged
     assert "ls.exact.scratch" in set(claims["id"]) and "ls.exact.scratch.sampled: held" in out
     assert "ls.exact.scratch: not testable at this scale" in out
+    check = pd.read_csv(tmp_path / ".work" / "smoke" / "05_layerskip" / "decode_check" / "greedy_check.csv")
+    assert list(check["recipe"]) == ["baseline", "ld_ee"] and (check["study_decodes"] == "sampled (T=1)").all()
+    reason = claims.set_index("id").loc["ls.exact.scratch", "measured"]
+    assert "greedy distinct-2 baseline" in reason and "(greedy_check)" in reason
+
+
+def test_greedy_distinct_2_is_the_autoregressive_rows_diversity(model):
+    from rlib.layerskip.decode_study import greedy_check
+    from rlib.layerskip.decoding import distinct_2, greedy_distinct_2
+
+    prompts = [ids(1, 5, seed=s) for s in (1, 2, 3)]
+    values = greedy_distinct_2(model, prompts, 12)
+    table = benchmark_decoding(model, prompts, [DecodeCase("autoregressive")], 12, repeats=1)
+    assert sum(values) / 3 == pytest.approx(float(table["distinct_2"].iloc[0]))
+    assert values[0] == distinct_2(model.generate(prompts[0], 12, eos_ids=())[0, 5:].tolist())
+    check = greedy_check({"ld_ee": model}, prompts, 12, Sampling(1.0))
+    assert check.loc[0, "greedy_distinct_2"] == pytest.approx(sum(values) / 3)
+    assert check.loc[0, "greedy_distinct_2_min"] == min(values) and check.loc[0, "study_decodes"] == "sampled (T=1)"
+    assert bool(check.loc[0, "passes_gate"]) == (sum(values) / 3 >= 0.5)
+
+
+def _check(ld_ee: float, baseline: float = 0.1) -> pd.DataFrame:
+    return pd.DataFrame([{"recipe": r, "prompts": 8, "new_tokens": 64, "greedy_distinct_2": v, "passes_gate": v >= 0.5}
+                         for r, v in (("baseline", baseline), ("ld_ee", ld_ee))])
+
+
+def test_the_not_testable_reason_reads_the_runs_greedy_check():
+    from rlib.layerskip.claims import greedy_only
+
+    missing = greedy_only({}, "decoding")
+    assert "no greedy_check table" in missing and "Sec. 6.2" in missing
+    loops = greedy_only({"greedy_check": _check(0.09)}, "decoding")
+    assert "greedy distinct-2 baseline 0.10, LD+EE 0.09 over 8 prompts of 64 tokens (greedy_check)" in loops
+    assert "loops" in loops and "not testable here" in loops
+    # the LayerSkip model's greedy output passes the gate: the reason no longer holds, and the text says what to do
+    passes = greedy_only({"greedy_check_continual": _check(0.62, 0.2)}, "generations_continual")
+    assert "passes the 0.5 gate" in passes and "decode it greedily" in passes and "LD+EE 0.62" in passes
 
 
 @pytest.mark.parametrize("temperature", [None, 0.8])

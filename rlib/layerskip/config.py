@@ -97,12 +97,15 @@ class LayerSkipConfig(Preset):
             precision="no", decode_exits=(2,), decode_drafts=(2,), decode_reuses=("kvq", "none"), decode_prompts=2,
             decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1, decode_temperature=1.0),
         # code, as Fig. 11's held-out set (The Stack): predictable enough for shallow exits to draft. Decoded by
-        # sampling at T = 1: greedily, these small models loop (distinct-2 0.11-0.13 in the 2026-11-24 run). The cpu
-        # profile trains the two recipes the decoding tables need (about 7 min); cpu-long adds the rest below
+        # sampling at T = 1: greedily, these small models loop (mean distinct-2 0.09-0.14 at lr 3e-3 and 0.13-0.24 at
+        # 1.5e-3 over 8 prompts, 2026-12-05; the chapter's `greedy_check` table measures it on every run). lr 1.5e-3:
+        # Table 8's study (benchmarks/results/ls_lr_cpu_long.md, 2 seeds) found 3e-3 too high for every recipe
+        # (top-1 baseline 23.0 -> 26.4 %, LD 23.3 -> 26.5, LD+EE 22.6 -> 27.2 at half of it). The cpu profile trains
+        # the two recipes the decoding tables need (about 7 min); cpu-long adds the rest below
         "cpu": dict(
             tokenizer="smollm2-135m", corpus="python-stdlib", vocab_size=4096, d_model=128, n_heads=2,
             n_kv_heads=1, head_dim=64, d_ffn=384, n_layers=12, seq_len=128, steps=400, batch_size=16,
-            micro_batch_size=16, lr=3e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
+            micro_batch_size=16, lr=1.5e-3, warmup_frac=0.05, p_max=0.2, time_schedule="exp", e_scale=0.2,
             curriculum="rotational", rotation=0, recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=(),
             val_windows=32, eval_windows=64, probe_points=6, precision="auto", decode_exits=(2, 3, 6),
             decode_drafts=(2, 4),
@@ -304,8 +307,9 @@ class AdaptConfig(Preset):
         # about 30 min on 2 cores: 2 runs of 512-token steps at 3-5 s a step, and 3 models read exit by exit. The
         # task_items: 100 of a task's 200 test items (issue 25 item 2): the 95 % interval of a difference of two
         # exits' accuracies at 25 % is +-12 points (+-19 with 40, +-8.5 with 200, at 1.6 s an item per model). The
-        # continual study decodes held-out poetry by sampling at T = 1 (greedily its LD+EE model looped: distinct-2
-        # 0.38 in the 2026-11-24 run); the code study decodes HumanEval greedily (distinct-2 0.85), as Table 4
+        # continual study decodes held-out poetry by sampling at T = 1 (greedily its LD+EE model loops: distinct-2
+        # 0.34 over 3 prompts, the baseline's 0.55, 2026-12-05; `greedy_check_continual` measures it); the code
+        # study decodes HumanEval greedily (distinct-2 0.85), as Table 4
         "cpu": dict(
             model="smollm2-135m", seq_len=128, batch_size=4, micro_batch_size=4, warmup_steps=8, precision="auto",
             seed=0, eval_corpora=("gutenberg-poetry", "shakespeare", "python-stdlib"), eval_windows=16,

@@ -34,8 +34,11 @@ def study_tables(study: str, profile: str, work: Path) -> dict[str, pd.DataFrame
         first = replace(cfg, recipes=("baseline", "ld_ee"), seeds=cfg.seeds[:1], spread_recipes=())
         experiments.run_grid(first, work)  # runs keyed on their own recipe and seed: the chapter's grid reuses them
         summary, tokens = decode_study.scratch_generations(cfg, work)
-        return {"decoding": decode_study.scratch_decoding(cfg, work), "generations_scratch": summary,
-                "generations_scratch_tokens": tokens}
+        out = {"decoding": decode_study.scratch_decoding(cfg, work), "generations_scratch": summary,
+               "generations_scratch_tokens": tokens}
+        if cfg.decode_temperature > 0:  # sampled: the greedy output's diversity says why
+            out["greedy_check"] = decode_study.scratch_greedy_check(cfg, work)
+        return out
     acfg = config.AdaptConfig.preset(profile)
     chosen = acfg.study(study)
     recipes = tuple(r for r in ("baseline", "ld_ee") if r in chosen.recipes)
@@ -44,6 +47,8 @@ def study_tables(study: str, profile: str, work: Path) -> dict[str, pd.DataFrame
     runs = [config.AdaptRun(study, r) for r in recipes]
     adapt.run_grid(only, work / "pretrained", runs=runs)
     out = {f"decoding_{study}": decode_study.adapt_decoding(only, work / "pretrained", study, recipes)}
+    if only.decode_sampling(study) is not None and "ld_ee" in recipes:
+        out[f"greedy_check_{study}"] = decode_study.adapt_greedy_check(only, work / "pretrained", study, recipes)
     if study == acfg.studies[0].name:  # the chapter's Fig. 7 reads its first study
         summary, tokens = decode_study.adapt_generations(only, work / "pretrained", study, recipes)
         out.update({f"generations_{study}": summary, f"generations_{study}_tokens": tokens})

@@ -20,6 +20,9 @@
     scratch_quality / adapt_quality  Tables 2-4's ROUGE-2 column: every decoder's output of a decoding study scored
                       against each prompt's reference (`rlib.layerskip.quality`), from the study's `OutputLog`
 
+    scratch_greedy_check / adapt_greedy_check  each model's greedy output diversity (`decoding.greedy_distinct_2`)
+                      against the chapter's gate: the measurement behind decoding a study by sampling (ours)
+
     probe_models      Fig. 2's motivation probe on HumanEval's first prompt for several models: each model's greedy
                       continuation, the layers each generated token needs, and the agreement grid
 
@@ -39,6 +42,7 @@ from rlib.config import ConfigError
 from rlib.layerskip import adapt, decode_costs, decode_memory, generations, parse_data, parse_study, quality
 from rlib.layerskip import experiments as scratch
 from rlib.layerskip.analysis import motivation_probe
+from rlib.layerskip.claims.base import GATE
 from rlib.layerskip.config import (
     SOURCE,
     AdaptConfig,
@@ -56,15 +60,17 @@ from rlib.layerskip.decoding import (
     decode_cases,
     draft_verify_case,
     draft_vocabulary,
+    greedy_distinct_2,
 )
 from rlib.layerskip.draft_verify import SkipSearch, SkipSet, search_skip_set
 from rlib.layerskip.sampling import Sampling
 from rlib.model import Decoder
+from rlib.progress import progress
 
-__all__ = ["adapt_decoding", "adapt_generations", "adapt_quality", "adapt_skip_search", "decode_models",
-           "figure_prompts", "humaneval_problems", "humaneval_prompts", "parse_costs", "parse_decoding",
-           "parse_matmul_ablation", "probe_models", "scratch_costs", "scratch_decoding", "scratch_generations",
-           "scratch_prompts", "scratch_quality"]
+__all__ = ["adapt_decoding", "adapt_generations", "adapt_greedy_check", "adapt_quality", "adapt_skip_search",
+           "decode_models", "figure_prompts", "greedy_check", "humaneval_problems", "humaneval_prompts",
+           "parse_costs", "parse_decoding", "parse_matmul_ablation", "probe_models", "scratch_costs",
+           "scratch_decoding", "scratch_generations", "scratch_greedy_check", "scratch_prompts", "scratch_quality"]
 
 
 def decode_models(models: dict[str, Decoder], prompts: list[torch.Tensor], exits: tuple[int, ...],
@@ -129,6 +135,38 @@ def scratch_decoding(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] 
                          cfg.decode_drafts, cfg.decode_reuses, cfg.decode_new_tokens, cfg.decode_repeats, peers,
                          full=(layerskip,), sampling=sampling_of(cfg.decode_temperature), timings=timings,
                          outputs=outputs)
+
+
+def greedy_check(models: dict[str, Decoder], prompts: list[torch.Tensor], new_tokens: int,
+                 sampling: Sampling | None) -> pd.DataFrame:
+    """One row per model: the distinct-2 of its greedy continuations of `prompts` (mean, smallest, largest over
+    prompts), whether the mean passes the chapter's gate (`GATE`, threshold ours), and how the study decodes
+    (`sampling`: "greedy" or "sampled (T=...)"). A study sampled because greedy output loops keeps that reason
+    measured on its own models; one whose greedy output passes the gate could decode greedily, as the paper."""
+    decodes = "greedy" if sampling is None else f"sampled (T={sampling.temperature:g})"
+    rows = []
+    for label, model in progress(models.items(), desc="greedy check", total=len(models)):
+        values = greedy_distinct_2(model, prompts, new_tokens)
+        mean = sum(values) / len(values)
+        rows.append({"recipe": label, "prompts": len(values), "new_tokens": new_tokens, "greedy_distinct_2": mean,
+                     "greedy_distinct_2_min": min(values), "greedy_distinct_2_max": max(values), "gate": GATE,
+                     "passes_gate": mean >= GATE, "study_decodes": decodes})
+    return pd.DataFrame(rows)
+
+
+def scratch_greedy_check(cfg: LayerSkipConfig, work: Path, recipes: tuple[str, ...] = ("baseline", "ld_ee")
+                         ) -> pd.DataFrame:
+    """`greedy_check` on the grid's first-seed models of `recipes`, over `scratch_decoding`'s prompts."""
+    models = {recipe: scratch.load_model(work, LayerSkipRun(recipe, cfg.seeds[0]).name) for recipe in recipes}
+    return greedy_check(models, scratch_prompts(cfg), cfg.decode_new_tokens, sampling_of(cfg.decode_temperature))
+
+
+def adapt_greedy_check(cfg: AdaptConfig, work: Path, study: str, recipes: tuple[str, ...]) -> pd.DataFrame:
+    """`greedy_check` on a pretrained-model study's models of `recipes`, over `adapt_decoding`'s prompts."""
+    models = {recipe: adapt.load_model(work, AdaptRun(study, recipe).name, cfg) for recipe in recipes}
+    table = greedy_check(models, _adapt_prompts(cfg, study), cfg.decode_new_tokens, cfg.decode_sampling(study))
+    table.insert(0, "study", study)
+    return table
 
 
 def scratch_quality(cfg: LayerSkipConfig, outputs: pd.DataFrame) -> pd.DataFrame:

@@ -17,6 +17,7 @@ distribution-free interval. The cache-reuse claims (Table 6) are judged this way
 few per cent, less than one timing's noise on a shared CPU.
 `distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
 loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
+`greedy_distinct_2` measures it on the full model's greedy output alone, for a study that decodes by sampling.
 
 `sampling` (ours, `rlib.layerskip.sampling`) decodes every one of our methods by Gumbel-max sampling at its
 temperature, the noise fixed per position and drawn from seed + the prompt's index, so every method samples the same
@@ -58,7 +59,8 @@ from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
 __all__ = ["METHODS", "DecodeCase", "OutputLog", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
-           "draft_verify_case", "draft_vocabulary", "paired_ratios", "predicted_speedup", "run_case", "vocab_rows"]
+           "draft_verify_case", "greedy_distinct_2", "draft_vocabulary", "paired_ratios", "predicted_speedup",
+           "run_case", "vocab_rows"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "draft_verify", "hf_greedy", "hf_early_exit")
 
@@ -173,6 +175,18 @@ def distinct_2(tokens: list[int]) -> float:
     """Distinct bigrams over bigrams of a token sequence (1.0 for fewer than two tokens)."""
     pairs = list(zip(tokens[:-1], tokens[1:]))
     return len(set(pairs)) / len(pairs) if pairs else 1.0
+
+
+@torch.inference_mode()
+def greedy_distinct_2(model: Decoder, prompts: list[torch.Tensor], max_new_tokens: int) -> list[float]:
+    """`distinct_2` of the full model's greedy continuation of each prompt [1, T] (EOS ignored): whether greedy output
+    loops, the reason a study decodes by sampling instead (one value per prompt)."""
+    model.eval()
+    out = []
+    for prompt in prompts:
+        ids, _ = run_case(DecodeCase("autoregressive"), model, prompt, max_new_tokens)
+        out.append(distinct_2(ids[0, prompt.shape[1]:].tolist()))
+    return out
 
 
 def draft_vocabulary(sequences) -> torch.Tensor:

@@ -14,7 +14,7 @@ dropout are the paper's tuned ones, so the claim (`rlib.layerskip.claims.trainin
 recipe at the baseline's best rate of the study and at the next higher one; and if the baseline gains as much from
 a higher rate, the rate was low for every recipe, not for layer dropout (the book's own claim).
 
-    study = LRStudyConfig.preset(profile)       # cpu: none; cpu-long: 0.25x, 0.5x for baseline, LD, LD+EE, 2 seeds
+    study = LRStudyConfig.preset(profile)       # cpu: none; cpu-long: 0.5x, 2x for baseline, LD, LD+EE, 2 seeds
     grids(cfg, study, work)                     # the runs at the other rates, for the chapter grid's pool (also=)
     results = run(cfg, study, work)             # every run at 1x (the chapter's own) and at each multiple
     lr_table(results, cfg.n_layers)             # per (recipe, multiple): the last exit, and the paired change
@@ -59,13 +59,13 @@ class LRStudyConfig(Preset):
     PRESETS = {
         "smoke": dict(multipliers=(2.0,), recipes=("baseline", "ld_ee"), seeds=(0,)),
         # cpu: none (the chapter trains two recipes in its 40 minutes). cpu-long: the baseline, LD and LD+EE at the
-        # two seeds the chapter's cpu-long grid also trains at 1x, at 0.25x and 0.5x: the 2026-12-05 study
-        # (benchmarks/results/ls_lr_cpu_long.md) found every recipe best at 0.5x of 0.5 / 1 / 2x, so the baseline's
-        # best rate, which Table 8 doubles for layer dropout, needs a lower bracket; 2x lost for all and is not needed
-        # to compare at twice the baseline's best. 12 runs of 2.3 min each on the AVX512-BF16 EPYC (5.7 min on the
-        # AVX2 one, fp32), about 14 (34) min in two workers
+        # two seeds the chapter's cpu-long grid also trains at 1x, at 0.5x and 2x. The 2026-12-05 study at the
+        # chapter's former 3e-3 (benchmarks/results/ls_lr_cpu_long.md) found every recipe best at 0.5x of 0.5 / 1 / 2x,
+        # so the chapter now trains at 1.5e-3 and this grid brackets it (0.75e-3, 1.5e-3, 3e-3): Table 8's claim
+        # compares the LD recipes at the baseline's best rate and at twice it. 12 runs of 2.3 min each on the
+        # AVX512-BF16 EPYC (5.7 min on the AVX2 one, fp32), about 14 (34) min in two workers
         "cpu": dict(multipliers=(), recipes=(), seeds=()),
-        "cpu-long": dict(multipliers=(0.25, 0.5), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1)),
+        "cpu-long": dict(multipliers=(0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1)),
         "gpu": dict(multipliers=(0.25, 0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1, 2)),
     }
 

@@ -30,9 +30,10 @@ import pandas as pd
 from rlib.book.claims import Ledger
 from rlib.config import PROFILES, ConfigError
 from rlib.layerskip.claims import adapt, costs, decoding, parse, quality, training
-from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict, decoded, decoding_kind
+from rlib.layerskip.claims.base import GATE, Check, Context, Diagnosis, Unmeasured, Verdict, decoded, decoding_kind
 from rlib.layerskip.claims.specs import DECODED_FROM, NEEDS, SAMPLED, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
+from rlib.layerskip.tables import RECIPE_LABELS
 
 __all__ = ["CHAPTER", "CHECKS", "SPECS", "judge"]
 
@@ -91,15 +92,38 @@ def _judge_one(ledger: Ledger, claim_id: str, context: Context) -> None:
         held = verdict.held if isinstance(verdict.held, str) else "held" if verdict.held else "not held"
         ledger.judge(claim_id, "not testable at this scale",
                      f"{verdict.measured} [on {sampled}'s {decoded(context.tables[sampled])} this reads '{held}', "
-                     f"the verdict of {claim_id}{SAMPLED}; {GREEDY_ONLY}]")
+                     f"the verdict of {claim_id}{SAMPLED}; {greedy_only(context.tables, sampled)}]")
         return
     ledger.judge(claim_id, verdict.held, verdict.measured, _diagnose(verdict) if verdict.not_held else None)
 
 
 SPEC_BY_ID = {spec.id: spec for spec in SPECS}
-GREEDY_ONLY = ("the paper decodes greedily ('All experiments were performed with greedy decoding', Sec. 6.2); this "
-               "study decodes by coupled sampling because these small models' greedy output loops (distinct-2 "
-               "0.11-0.13 in the 2026-11-24 run, below the 0.5 gate), so the greedy claim is not testable here")
+GREEDY_CHECK = {"decoding": "greedy_check", "generations_scratch": "greedy_check",
+                "decoding_continual": "greedy_check_continual", "generations_continual": "greedy_check_continual"}
+# the table that measures each sampled study's greedy output (`decode_study.greedy_check`)
+LAYERSKIP = "ld_ee"  # the model whose greedy output a study's decoding claims read
+
+
+def greedy_only(tables: Mapping[str, pd.DataFrame], source: str) -> str:
+    """Why a paper decoding claim is not testable on the sampled study behind table `source`: the paper decodes
+    greedily, and this study's greedy output, measured in its `greedy_check` table, loops (or, where it passes the
+    gate, that the study could decode greedily instead)."""
+    paper = "the paper decodes greedily ('All experiments were performed with greedy decoding', Sec. 6.2)"
+    check = tables.get(GREEDY_CHECK.get(source, ""))
+    if check is None or not (check["recipe"] == LAYERSKIP).any():
+        return (f"{paper}; this study decodes by coupled sampling because these small models' greedy output loops "
+                f"(this run has no greedy_check table to measure it), so the greedy claim is not testable here")
+    values = ", ".join(f"{RECIPE_LABELS.get(r.recipe, r.recipe)} {r.greedy_distinct_2:.2f}"
+                       for r in check.itertuples())
+    measured = (f"greedy distinct-2 {values} over {int(check['prompts'].iloc[0])} prompts of "
+                f"{int(check['new_tokens'].iloc[0])} tokens ({GREEDY_CHECK[source]})")
+    if not bool(check.loc[check["recipe"] == LAYERSKIP, "passes_gate"].iloc[0]):
+        return (f"{paper}; this study decodes by coupled sampling because its LayerSkip model's greedy output, the "
+                f"output its self-speculation drafts and verifies, loops ({measured}, below the {GATE} gate), so the "
+                f"greedy claim is not testable here")
+    return (f"{paper}; this study decodes by coupled sampling, yet its LayerSkip model's greedy output passes the "
+            f"{GATE} gate ({measured}): decode it greedily (decode_temperature 0 / decode_sampled_studies) to test "
+            f"the greedy claim")
 
 
 def _sampled_source(context: Context, spec) -> str | None:

@@ -370,9 +370,15 @@ def _rate_spread(ctx: Context) -> float:
     return max((_sd(v) for v in ctx.table("lr_sensitivity")["acc_sd"]), default=0.0)
 
 
+def _rate(ctx: Context, multiple: float) -> float:
+    """The peak rate the study trained at `multiple` (the table's own, not the current config's: a promoted table
+    keeps the rate its runs used)."""
+    return float(_lr_at(ctx.table("lr_sensitivity"), BASE, multiple)["lr"])
+
+
 def _rates(ctx: Context, step: dict) -> str:
-    return (f"the baseline's best rate {step['low']:g}x ({ctx.cfg.lr * step['low']:g}) -> {step['high']:g}x "
-            f"({ctx.cfg.lr * step['high']:g})")
+    return (f"the baseline's best rate {step['low']:g}x ({_rate(ctx, step['low']):g}) -> {step['high']:g}x "
+            f"({_rate(ctx, step['high']):g})")
 
 
 def _lr_diagnosis(ctx: Context, steps: list[dict], base: dict, multiples: list[float]) -> Diagnosis:
@@ -382,7 +388,7 @@ def _lr_diagnosis(ctx: Context, steps: list[dict], base: dict, multiples: list[f
     if base["low"] == multiples[0]:  # the baseline's best is not bracketed: its tuned rate may lie lower still
         best = {s["recipe"]: s["acc_low"] for s in steps}
         return ("setup", f"the baseline is best at the study's lowest rate ({multiples[0]:g}x, "
-                         f"{ctx.cfg.lr * multiples[0]:g}: {100 * base['acc_low']:.2f} % top-1), so Table 8's tuned "
+                         f"{_rate(ctx, multiples[0]):g}: {100 * base['acc_low']:.2f} % top-1), so Table 8's tuned "
                          f"rate without layer dropout may lie lower still, where twice it would be this rate; at "
                          f"{_rates(ctx, base)}: {changes} (layer dropout at {multiples[0]:g}x: "
                          + ", ".join(f"{RECIPE_LABELS.get(r, r)} {100 * a:.2f} %" for r, a in best.items())
@@ -396,7 +402,8 @@ def _lr_diagnosis(ctx: Context, steps: list[dict], base: dict, multiples: list[f
 
 def ld_higher_lr(ctx: Context) -> Verdict:
     steps, base, multiples = _lr_steps(ctx)
-    measured = (f"rates {', '.join(f'{m:g}x' for m in multiples)} of {ctx.cfg.lr:g}; {_rates(ctx, base)}, last exit: "
+    rates = ", ".join(f"{m:g}x" for m in multiples)
+    measured = (f"rates {rates} of {_rate(ctx, 1.0):g}; {_rates(ctx, base)}, last exit: "
                 + "; ".join(_step_text(s) for s in steps) + f"; control: {_step_text(base)}")
     return Verdict(all(_gains_everywhere(s) for s in steps), measured,
                    lambda: _lr_diagnosis(ctx, steps, base, multiples))
