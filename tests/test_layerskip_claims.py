@@ -29,7 +29,7 @@ H, N, M, T = "held", "not held", "not measured", "not testable at this scale"
 EXPECTED_CPU = {
     "ls.fig2.pretrained_layers_needed": H, "ls.ours.fig2_probe_after_layerskip": N,
     "ls.fig8.scratch_early_exits_better": H, "ls.fig8.scratch_early_exits_better.ours": N,
-    "ls.fig8.scratch_last_exit_slight_drop": N, "ls.ours.teacher_forced_acceptance": H,
+    "ls.fig8.scratch_last_exit_slight_drop": H, "ls.ours.teacher_forced_acceptance": H,
     "ls.fig11.ee_prevents_ld_reduces": M, "ls.fig11.ee_prevents_ld_reduces.ours": M, "ls.fig11.baseline_middle_rises":
     M, "ls.fig11.baseline_middle_rises.ours": M, "ls.fig12.exp_vs_const_dropout": M,
     "ls.s412.all_layers_slows_training": M, "ls.s412.all_layers_hurts_last": M, "ls.s412.all_layers_every_step.ours": M,
@@ -42,7 +42,7 @@ EXPECTED_CPU = {
     M, "ls.fig10a.code_middle_ppl.ours": M, "ls.fig10a.code_middle_tasks": M, "ls.fig10a.code_middle_tasks.ours": M,
     "ls.fig10a.code_last": M, "ls.fig10a.code_last.ours": M, "ls.fig10a.ld_ee_vs_variants": M,
     "ls.fig10b.parse_middle_em": M, "ls.fig10b.parse_middle_em.ours": M, "ls.fig10b.parse_last_em": M,
-    "ls.fig10b.parse_last_em.ours": M, "ls.tab10.early_exit_em": M, "ls.abstract.single_model_memory": M,
+    "ls.fig10b.parse_last_em.ours": M, "ls.tab10.early_exit_em": M, "ls.abstract.single_model_memory": H,
     "ls.tab10.early_exit_time": N, "ls.exact.scratch": T, "ls.exact.scratch.sampled": H,
     "ls.tab10.acceptance_rises_with_e.scratch": T, "ls.tab10.acceptance_rises_with_e.scratch.sampled": N,
     "ls.tab10.acceptance_rises_with_e.scratch.ours": H, "ls.s8.recipe_required.scratch": T,
@@ -93,6 +93,10 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts():
                                                                               "profile leaves it to cpu-long")
     assert "n = 100" in ledger.loc["ls.tab1.continual_middle_tasks", "measured"]  # issue 25 item 2's item count
     assert "identical to the sampled output (T=1)" in ledger.loc["ls.exact.scratch", "measured"]
+    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops
+    assert "LD+EE 0.13 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
+        ledger.loc["ls.exact.scratch", "measured"]
+    assert "(greedy_check_continual), below the 0.5 gate" in ledger.loc["ls.exact.continual", "measured"]
 
 
 def test_specs_are_unique_placed_and_each_has_a_check():
