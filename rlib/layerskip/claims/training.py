@@ -397,7 +397,7 @@ def _lr_diagnosis(ctx: Context, steps: list[dict], base: dict, multiples: list[f
         return ("budget", f"at {_rates(ctx, base)}: {changes}, within the runs' seed s.d. of accuracy "
                           f"({100 * spread:.2f} pts) over {base['seeds']} seeds; needs: more seeds")
     return ("disagrees with the paper", f"at {_rates(ctx, base)}: {changes}, beyond the runs' seed s.d. of "
-                                        f"{100 * spread:.2f} pts (baseline {_step_text(base)})")
+                                        f"{100 * spread:.2f} pts (control: {_step_text(base)})")
 
 
 def ld_higher_lr(ctx: Context) -> Verdict:
