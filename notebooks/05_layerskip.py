@@ -296,7 +296,8 @@ book.show_source(self_speculative_generate)
 book.show_source(sampling.TokenChooser)
 
 # %%
-run.table(decode_study.scratch_greedy_check(cfg, work), "greedy_check", floatfmt=".3g");
+if cfg.decode_temperature > 0:  # a sampled study: why it samples, measured
+    run.table(decode_study.scratch_greedy_check(cfg, work), "greedy_check", floatfmt=".3g")
 
 # %%
 scratch_times, scratch_outputs = TimingLog(), OutputLog()

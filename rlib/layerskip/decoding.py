@@ -59,7 +59,7 @@ from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
 __all__ = ["METHODS", "DecodeCase", "OutputLog", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
-           "draft_verify_case", "greedy_distinct_2", "draft_vocabulary", "paired_ratios", "predicted_speedup",
+           "draft_verify_case", "draft_vocabulary", "greedy_distinct_2", "paired_ratios", "predicted_speedup",
            "run_case", "vocab_rows"]
 
 METHODS = ("autoregressive", "early_exit", "self_speculative", "draft_verify", "hf_greedy", "hf_early_exit")

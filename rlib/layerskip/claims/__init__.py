@@ -30,7 +30,7 @@ import pandas as pd
 from rlib.book.claims import Ledger
 from rlib.config import PROFILES, ConfigError
 from rlib.layerskip.claims import adapt, costs, decoding, parse, quality, training
-from rlib.layerskip.claims.base import GATE, Check, Context, Diagnosis, Unmeasured, Verdict, decoded, decoding_kind
+from rlib.layerskip.claims.base import GATE, LS, Check, Context, Diagnosis, Unmeasured, Verdict, decoded, decoding_kind
 from rlib.layerskip.claims.specs import DECODED_FROM, NEEDS, SAMPLED, SPECS
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.tables import RECIPE_LABELS
@@ -101,7 +101,6 @@ SPEC_BY_ID = {spec.id: spec for spec in SPECS}
 GREEDY_CHECK = {"decoding": "greedy_check", "generations_scratch": "greedy_check",
                 "decoding_continual": "greedy_check_continual", "generations_continual": "greedy_check_continual"}
 # the table that measures each sampled study's greedy output (`decode_study.greedy_check`)
-LAYERSKIP = "ld_ee"  # the model whose greedy output a study's decoding claims read
 
 
 def greedy_only(tables: Mapping[str, pd.DataFrame], source: str) -> str:
@@ -110,14 +109,14 @@ def greedy_only(tables: Mapping[str, pd.DataFrame], source: str) -> str:
     gate, that the study could decode greedily instead)."""
     paper = "the paper decodes greedily ('All experiments were performed with greedy decoding', Sec. 6.2)"
     check = tables.get(GREEDY_CHECK.get(source, ""))
-    if check is None or not (check["recipe"] == LAYERSKIP).any():
+    if check is None or not (check["recipe"] == LS).any():
         return (f"{paper}; this study decodes by coupled sampling because these small models' greedy output loops "
                 f"(this run has no greedy_check table to measure it), so the greedy claim is not testable here")
     values = ", ".join(f"{RECIPE_LABELS.get(r.recipe, r.recipe)} {r.greedy_distinct_2:.2f}"
                        for r in check.itertuples())
     measured = (f"greedy distinct-2 {values} over {int(check['prompts'].iloc[0])} prompts of "
                 f"{int(check['new_tokens'].iloc[0])} tokens ({GREEDY_CHECK[source]})")
-    if not bool(check.loc[check["recipe"] == LAYERSKIP, "passes_gate"].iloc[0]):
+    if not bool(check.loc[check["recipe"] == LS, "passes_gate"].iloc[0]):
         return (f"{paper}; this study decodes by coupled sampling because its LayerSkip model's greedy output, the "
                 f"output its self-speculation drafts and verifies, loops ({measured}, below the {GATE} gate), so the "
                 f"greedy claim is not testable here")

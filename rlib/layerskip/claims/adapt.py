@@ -15,13 +15,12 @@ from functools import partial
 
 import pandas as pd
 
-from rlib.layerskip.claims.base import Z95, Check, Context, Unmeasured, Verdict, diff_ci, fmt_ci, one
+from rlib.layerskip.claims.base import LS, PLAIN, Z95, Check, Context, Unmeasured, Verdict, diff_ci, fmt_ci, one
 from rlib.layerskip.config import SOURCE, Study
 from rlib.tasks import CHANCE_ACCURACY
 
 __all__ = ["CHECKS"]
 
-LS, PLAIN = "ld_ee", "baseline"
 NAMES = {SOURCE: "pretrained", PLAIN: "plain", LS: "LD+EE"}
 TABLE1_MIDDLE_RATIO = 65.8 / 3.71  # Table 1's smallest middle-layer perplexity ratio (13B The Stack): 17.7x
 TABLE1_LAST_PPL = 0.005  # Table 1's largest last-layer perplexity rise (13B The Stack 2.05 -> 2.06)

@@ -24,9 +24,10 @@ import pandas as pd
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decoding import vocab_rows
 
-__all__ = ["GATE", "Z95", "Check", "Context", "Diagnosis", "Unmeasured", "Verdict", "ar_row", "diff_ci", "drafted",
-           "decoded", "decoding_kind", "fmt_ci", "gate_fails", "one", "spec_rows"]
+__all__ = ["GATE", "LS", "PLAIN", "Z95", "Check", "Context", "Diagnosis", "Unmeasured", "Verdict", "ar_row", "diff_ci",
+           "drafted", "decoded", "decoding_kind", "fmt_ci", "gate_fails", "one", "spec_rows"]
 
+LS, PLAIN = "ld_ee", "baseline"  # the recipes of the LayerSkip model and the plain one the claims compare
 GATE = 0.5  # distinct-2 of the greedy output at or above which a decoding claim counts (issue 25; threshold ours)
 Z95 = 1.959964  # two-sided 95 % normal quantile
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rlib.layerskip.claims.base import Check, Context, Unmeasured, Verdict, ar_row, one
+from rlib.layerskip.claims.base import LS, Check, Context, Unmeasured, Verdict, ar_row, one
 from rlib.layerskip.decode_costs import head_in_layers, required_acceptance, speedup_at
 from rlib.layerskip.decoding import vocab_rows
 from rlib.layerskip.tables import best_whole_head
 
 __all__ = ["CHECKS"]
 
-LS = "ld_ee"
 # derived, threshold ours: the lowest early-exit speedup over L / E in Tables 2, 5 and 10, Table 2's 7B HumanEval at
 # E = 8 of 32 (225.4 / 62.9 tokens/s = 3.58x of 4 = 0.896; Table 5's lowest is 3.6 / 4 = 0.90)
 EARLY_EXIT_SHARE = 0.89

@@ -20,6 +20,8 @@ import pandas as pd
 
 from rlib.layerskip.claims.base import (
     GATE,
+    LS,
+    PLAIN,
     Check,
     Context,
     Unmeasured,
@@ -41,7 +43,6 @@ from rlib.rounds import coverage, median_interval
 
 __all__ = ["CHECKS", "STUDIES", "DecodingStudy"]
 
-LS, PLAIN = "ld_ee", "baseline"
 PEERS = ("self_speculative", "draft_verify", "hf_early_exit", "hf_greedy")  # the decoders whose output must equal
 # greedy's
 TABLE6_SAVING = 1 - 104 / 110  # Table 6's smallest saving of KVQ reuse, 5.45 %: TOPv2 E=12, 104 vs 110 ms/token

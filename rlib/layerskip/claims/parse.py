@@ -11,11 +11,10 @@ from __future__ import annotations
 import pandas as pd
 from scipy.stats import binom
 
-from rlib.layerskip.claims.base import Check, Context, Unmeasured, Verdict, ar_row, diff_ci, fmt_ci, one
+from rlib.layerskip.claims.base import LS, PLAIN, Check, Context, Unmeasured, Verdict, ar_row, diff_ci, fmt_ci, one
 
 __all__ = ["CHECKS"]
 
-LS, PLAIN = "ld_ee", "baseline"
 FIG10B_MIDDLE_GAP = 0.059  # Fig. 10b: LayerSkip's layer 12 at 77 % vs its full depth 82.9 % (Table 5)
 PLAIN_EARLY_EM = 0.05  # plain fine-tuning's early exits "0 EM" (threshold ours: at most 5 %)
 FINAL_REGRESSION = 0.03  # "a regression in the final layer reducing accuracy by 3%" (Table 5: 85.9 -> 82.9)

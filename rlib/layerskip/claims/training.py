@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rlib.layerskip.claims.base import Check, Context, Diagnosis, Unmeasured, Verdict, one
+from rlib.layerskip.claims.base import LS, Check, Context, Diagnosis, Unmeasured, Verdict, one
+from rlib.layerskip.claims.base import PLAIN as BASE
 from rlib.layerskip.tables import RECIPE_LABELS
 
 __all__ = ["CHECKS"]
@@ -20,7 +21,6 @@ __all__ = ["CHECKS"]
 PAPER_FIRST, PAPER_DEPTH = 23.45, 32  # Sec. 2.1: layers a token needs of Llama1 7B's 32 on HumanEval/0
 TABLE1_LAST_PPL = 0.005  # Table 1's largest last-layer perplexity rise (13B The Stack 2.05 -> 2.06), +0.5 %
 TABLE1_LAST_TASK = 0.029  # Table 1's largest last-layer task drop (7B MMLU 46.0 -> 43.1), 2.9 points
-LS, BASE = "ld_ee", "baseline"
 
 
 def _exit(ctx: Context, recipe: str, layer: int) -> pd.Series:
