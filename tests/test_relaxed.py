@@ -220,3 +220,30 @@ def test_the_step0_curve_scores_the_first_step0_windows_and_trains_nothing_keyed
     assert len(seen) == len(table) and all(torch.equal(w, windows[:3]) for w in seen)
     with pytest.raises(ConfigError, match="step0_windows=-1"):
         cfg.override(step0_windows=-1)
+
+
+def test_table_i1s_longer_row_is_the_recursive_stepwise_models_and_its_table_shows_both_main_models():
+    """Table I.1 reports longer uptraining (60B vs 15B tokens) for the recursive Gemma Stepwise model: cpu-long trains
+    that model `long_factor` times longer beside the relaxed one, and `kd_and_longer` lists both, each beside its 1x
+    run, and no other run of the grid."""
+    from rlib.relaxed import tables
+    from rlib.relaxed.config import main_variants
+
+    long = RelaxedConfig.preset("cpu-long")
+    recursive, relaxed = main_variants(long)
+    longer = {v for v in variants(long) if v.steps_factor == long.long_factor and not v.kd}
+    assert longer == {dataclasses.replace(recursive, steps_factor=2), dataclasses.replace(relaxed, steps_factor=2)}
+    assert not [v for v in variants(RelaxedConfig.preset("cpu")) if v.steps_factor != 1]
+
+    def result(variant: RelaxedVariant, ppl: float) -> dict:
+        return {"name": variant.name, "variant": dataclasses.asdict(variant),
+                "params": {"unique": 1, "non_embedding": 1}, "train": {"tokens_per_s": 1.0}, "before": {},
+                "after": {f"ppl[{c}]": ppl for c in long.eval_corpora}}
+
+    runs = [(recursive, 40.0), (dataclasses.replace(recursive, steps_factor=2), 38.0), (relaxed, 30.0),
+            (dataclasses.replace(relaxed, kd=True), 29.0), (dataclasses.replace(relaxed, steps_factor=2), 28.0),
+            (RelaxedVariant("lower", 0), 50.0), (RelaxedVariant("stepwise", 64), 31.0)]
+    table = tables.kd_long_table([result(v, p) for v, p in runs], long)
+    assert list(table["model"]) == ["recursive (stepwise, r=0)"] * 2 + ["relaxed (average, r=64)"] * 3
+    assert list(table["steps_factor"]) == [1, 2, 1, 2, 1] and list(table["kd"]) == [False] * 4 + [True]
+    assert list(table[f"after ppl[{long.train_corpus}]"]) == [40.0, 38.0, 30.0, 28.0, 29.0]

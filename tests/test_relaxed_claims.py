@@ -349,7 +349,8 @@ def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():
     cpu, long = RelaxedConfig.preset("cpu"), RelaxedConfig.preset("cpu-long")
     assert cpu.grid_context() == long.grid_context()  # the runs both define are trained once
     added = [v.name for v in variants(long) if v not in variants(cpu)]
-    moved = ["stepwise-r64-zero-s0", "average-p64-s0", "average-r64-svd-x2-s0", "average-r64-svd-kd-x2-s0",
+    moved = ["stepwise-r64-zero-s0", "average-p64-s0", "stepwise-r0-x2-s0", "average-r64-svd-x2-s0",
+             "average-r64-svd-kd-x2-s0",
              "stepwise-r0-post_aggressive0.3-s0", "stepwise-r0-post_aggressive0.05-s0",
              "stepwise-r0-post_aggressive0.01-s0", "average-r16-svd-post_aggressive_kd-s0",
              "stepwise-r0-co_aggressive_kd-s0",  # the studies the cpu profile leaves to cpu-long (issue 27's hour)

@@ -162,9 +162,9 @@ class RelaxedConfig(Preset):
     }
     # cpu-long: the cpu grid (read back from cpu's run folders) plus every init uptrained at a quarter of full rank
     # (SmolLM2's d = 576: 144, the paper's 512 of 2048) and at full rank, for Fig. G.1 and Fig. G.3's U; Stepwise
-    # with zero LoRA init (Fig. G.2), prefix relaxation (Table H.1), 2x longer uptraining alone and with KD (Table
-    # I.1, Fig. 7(b)), Table J.1's coefficient sweep, co-training and Freeze rows, and a second relaxed rank
-    # post-trained and served (Tables K.1 / K.2)
+    # with zero LoRA init (Fig. G.2), prefix relaxation (Table H.1), 2x longer uptraining of the recursive Stepwise
+    # model (Table I.1's row) and of the relaxed one, alone and with KD (Fig. 7(b)), Table J.1's coefficient sweep,
+    # co-training and Freeze rows, and a second relaxed rank post-trained and served (Tables K.1 / K.2)
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "high_ranks": (144, 576), "zero_inits": ("stepwise", "average", "lower"),
                            "freeze_head_rank": 128, "halved_groups": tuple(HALVINGS), "halved_seeds": (0, 1, 2),
                            "second_model": "gemma3-270m",
@@ -331,8 +331,8 @@ def variants(cfg: RelaxedConfig) -> list[RelaxedVariant]:
     runs += [RelaxedVariant("average", prefix=p) for p in cfg.prefix_lengths]
     if cfg.kd_alpha > 0 and cfg.kd_row:
         runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True))
-    if cfg.long_factor > 1:
-        runs.append(dataclasses.replace(main_variants(cfg)[1], steps_factor=cfg.long_factor))
+    if cfg.long_factor > 1:  # Table I.1's longer uptraining: the paper's recursive Stepwise row, and the relaxed one
+        runs += [dataclasses.replace(main, steps_factor=cfg.long_factor) for main in main_variants(cfg)]
     if cfg.kd_alpha > 0 and cfg.kd_row and cfg.long_factor > 1:  # Fig. 7(b): distillation and longer uptraining
         runs.append(dataclasses.replace(main_variants(cfg)[1], kd=True, steps_factor=cfg.long_factor))
     for main in main_variants(cfg):

@@ -140,11 +140,14 @@ def exit_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFram
 
 
 def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
-    """Table I.1's rows: the main relaxed model plain, with distillation, with longer uptraining, and with both
+    """Table I.1's rows: the main recursive model (Stepwise, r = 0: the paper's longer-uptraining row) and the main
+    relaxed model, each plain and with longer uptraining; the relaxed one also with distillation and with both
     (Fig. 7(b))."""
     df = main_grid(flat(results))
-    main = main_variants(cfg)[1]
-    sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == "svd")
-             & (df["phase"] == "uptrain") & (df["prefix"] == 0)]
-    cols = ["kd", "steps_factor", *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
-    return sel[cols].reset_index(drop=True)
+    picked = []
+    for label, main in zip(("recursive", "relaxed"), main_variants(cfg), strict=True):
+        sel = df[(df["init"] == main.init) & (df["rank"] == main.rank) & (df["lora_init"] == main.lora_init)
+                 & (df["phase"] == "uptrain") & (df["prefix"] == 0)]
+        picked.append(sel.assign(model=f"{label} ({main.init}, r={main.rank})"))
+    cols = ["model", "kd", "steps_factor", *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
+    return pd.concat(picked)[cols].sort_values(["model", "kd", "steps_factor"], kind="stable").reset_index(drop=True)
