@@ -247,3 +247,16 @@ def test_table_i1s_longer_row_is_the_recursive_stepwise_models_and_its_table_sho
     assert list(table["model"]) == ["recursive (stepwise, r=0)"] * 2 + ["relaxed (average, r=64)"] * 3
     assert list(table["steps_factor"]) == [1, 2, 1, 2, 1] and list(table["kd"]) == [False] * 4 + [True]
     assert list(table[f"after ppl[{long.train_corpus}]"]) == [40.0, 38.0, 30.0, 28.0, 29.0]
+
+
+def test_the_longer_study_trains_the_chapters_own_runs_and_refuses_a_profile_without_them(capsys):
+    from rlib.relaxed import longer_study
+
+    long = RelaxedConfig.preset("cpu-long")
+    runs = longer_study.study_runs(long)
+    assert len(runs) == 4 and set(runs) <= set(variants(long))  # the chapter's keys: its grid reads them back
+    assert {v.steps_factor for v in runs} == {1, long.long_factor}
+    assert longer_study.study_runs(RelaxedConfig.preset("cpu")) == []
+    with pytest.raises(SystemExit):
+        longer_study.main(["--profile", "cpu"])
+    assert "the cpu preset has no runs for this study" in capsys.readouterr().err
