@@ -20,7 +20,7 @@ LAST = 4
 def test_presets_and_bad_studies():
     assert LRStudyConfig.preset("cpu").multipliers == ()
     long = LRStudyConfig.preset("cpu-long")
-    assert long.multipliers == (0.5, 2.0) and long.recipes == ("baseline", "ld", "ld_ee") and long.seeds == (0, 1)
+    assert long.multipliers == (0.5, 2.0) and long.recipes == ("baseline", "ld", "ld_ee") and long.seeds == (0, 1, 2)
     chapter = LayerSkipConfig.preset("cpu-long")  # every 1x twin is one of the chapter's own cpu-long runs
     assert {r.name for r in lr_study.study_runs(long)} <= {r.name for r in experiments.scratch_runs(chapter)}
     with pytest.raises(ConfigError, match="not 1"):

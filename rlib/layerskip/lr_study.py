@@ -59,13 +59,14 @@ class LRStudyConfig(Preset):
     PRESETS = {
         "smoke": dict(multipliers=(2.0,), recipes=("baseline", "ld_ee"), seeds=(0,)),
         # cpu: none (the chapter trains two recipes in its 40 minutes). cpu-long: the baseline, LD and LD+EE at the
-        # two seeds the chapter's cpu-long grid also trains at 1x, at 0.5x and 2x. The 2026-12-05 study at the
+        # three seeds the chapter's cpu-long grid also trains at 1x, at 0.5x and 2x. The 2026-12-05 study at the
         # chapter's former 3e-3 (benchmarks/results/ls_lr_cpu_long.md) found every recipe best at 0.5x of 0.5 / 1 / 2x,
         # so the chapter now trains at 1.5e-3 and this grid brackets it (0.75e-3, 1.5e-3, 3e-3): Table 8's claim
-        # compares the LD recipes at the baseline's best rate and at twice it. 12 runs of 2.3 min each on the
-        # AVX512-BF16 EPYC (5.7 min on the AVX2 one, fp32), about 14 (34) min in two workers
+        # compares the LD recipes at the baseline's best rate and at twice it. Two seeds left LD's drop at 2x just
+        # above their s.d. (ls_lr_cpu_long_2.md), so a third joined. 18 runs of 2.3 min each on the AVX512-BF16 EPYC
+        # (5.7 min on the AVX2 one, fp32), about 21 (51) min in two workers
         "cpu": dict(multipliers=(), recipes=(), seeds=()),
-        "cpu-long": dict(multipliers=(0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1)),
+        "cpu-long": dict(multipliers=(0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1, 2)),
         "gpu": dict(multipliers=(0.25, 0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1, 2)),
     }
 
