@@ -63,8 +63,9 @@ class LRStudyConfig(Preset):
         # chapter's former 3e-3 (benchmarks/results/ls_lr_cpu_long.md) found every recipe best at 0.5x of 0.5 / 1 / 2x,
         # so the chapter now trains at 1.5e-3 and this grid brackets it (0.75e-3, 1.5e-3, 3e-3): Table 8's claim
         # compares the LD recipes at the baseline's best rate and at twice it. Two seeds left LD's drop at 2x just
-        # above their s.d. (ls_lr_cpu_long_2.md), so a third joined. 18 runs of 2.3 min each on the AVX512-BF16 EPYC
-        # (5.7 min on the AVX2 one, fp32), about 21 (51) min in two workers
+        # above their s.d. (ls_lr_cpu_long_2.md), so a third joined (ls_lr_cpu_long_3.md). 18 runs of 2.3 min each on
+        # the AVX512-BF16 EPYC, about 21 min in two workers; on the AVX2 one (fp32) a seed's 6 runs and its 3 1x twins
+        # took 29 min
         "cpu": dict(multipliers=(), recipes=(), seeds=()),
         "cpu-long": dict(multipliers=(0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1, 2)),
         "gpu": dict(multipliers=(0.25, 0.5, 2.0), recipes=("baseline", "ld", "ld_ee"), seeds=(0, 1, 2)),

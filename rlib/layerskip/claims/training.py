@@ -412,8 +412,11 @@ def ld_higher_lr(ctx: Context) -> Verdict:
 def lr_gain_is_ld_own(ctx: Context) -> Verdict:
     steps, base, _ = _lr_steps(ctx)
     gains = ", ".join(f"{RECIPE_LABELS.get(s['recipe'], s['recipe'])} {100 * s['d']:+.2f}" for s in steps)
-    measured = f"seed-mean top-1 change, {_rates(ctx, base)} (pts): {gains}; baseline {100 * base['d']:+.2f}"
     spread = _rate_spread(ctx)
+    margins = ", ".join(f"{RECIPE_LABELS.get(s['recipe'], s['recipe'])} {100 * (s['d'] - base['d']):+.2f}"
+                        for s in steps)
+    measured = (f"seed-mean top-1 change, {_rates(ctx, base)} (pts): {gains}; baseline {100 * base['d']:+.2f} "
+                f"(above the baseline's by {margins}; the runs' largest seed s.d. {100 * spread:.2f})")
     return Verdict(all(s["d"] > base["d"] for s in steps), measured, lambda: (
         "budget", f"the baseline's change {100 * base['d']:+.2f} pts against {gains}, with a seed s.d. of "
                   f"{100 * spread:.2f} pts over {base['seeds']} seeds; needs: more seeds"))
