@@ -52,7 +52,7 @@ from rlib import book, gpu_results, relax
 from rlib.config import runs_profile
 from rlib.recursive import experiments as recursive
 from rlib.recursive.config import RecursiveConfig
-from rlib.relaxed import claims, config, early_exit, experiments, plots, tables, throughput
+from rlib.relaxed import claims, config, early_exit, experiments, norm_folding, plots, tables, throughput
 from rlib.serving import exits, rows, simulate
 
 cfg = config.RelaxedConfig.preset(profile).override(steps=steps, model=model)
@@ -80,15 +80,25 @@ book.show_source(relax.relax)
 # %% [markdown]
 # ## Before any training: rank interpolates between the recursive model and the source
 #
-# At rank 0 the model is chapter 1's recursive model; at full rank every linear map is the source's again.
-# The paper says the model then *is* the source. It is not, and for SmolLM2 not even close: the norms are
-# tied too, and no LoRA restores them. The stars add a per-depth delta to every norm weight
-# (`Relaxation(norms=True)`, a few thousand parameters) and land on the source's perplexity.
+# At rank 0 the model is chapter 1's recursive model; at full rank Eq. 4's SVD init makes every linear map the
+# source's again. That model is still not the source, and for SmolLM2 not even close: the RMSNorm gains are
+# tied too (Sec. 2.1), and Eq. 4 leaves the shared gain in front of each restored map. The stars add a per-depth
+# delta to every norm weight (`Relaxation(norms=True)`, a few thousand parameters, not in the paper) and land on
+# the source's perplexity.
 
 # %%
 step0 = run.table(experiments.step0_table(cfg, source), "step0")
 run.figure(plots.plot_step0(step0, f"Step 0: relaxed B={cfg.n_loops} models vs LoRA rank ({cfg.train_corpus})"),
            "step0");
+
+# %% [markdown]
+# Sec. 3.5's own sentence is about capacity: "at full rank, relaxed models *can* perfectly match full-size
+# pretrained models". With the norms tied, a full-rank LoRA can: a pre-norm's gain only scales the input of the
+# maps it feeds, so taking the SVD against W_l diag(s_l / s') for Q, K, V, gate and up
+# (`norm_folding.fold_tied_norms`) gives the source's function in the paper's own set-up, no norm delta needed.
+
+# %%
+run.table(norm_folding.step0_folded_table(cfg, source), "step0_folded");
 
 # %% [markdown]
 # ## Uptraining relaxed models (Fig. 6, 7, G.1-G.3)

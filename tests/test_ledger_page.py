@@ -175,6 +175,10 @@ KNOWN_DRIFT = {
     **{(profile, "02_relaxed_recursion", "rrt.s3_8.speedup_2_3x.ours"): (None, "held")
        for profile in ("cpu", "cpu-long")},
     ("cpu", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "not measured"),
+    # ... and §3.5's "at full rank, relaxed models can perfectly match" is a capacity statement, judged on the
+    # norm-folded full-rank model (step0_folded, written since 2026-12-05); Eq. 4's own init is the .ours entry
+    ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("not held", "not measured"),
+    ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): (None, "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps"): ("held", "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "held"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token

@@ -171,3 +171,57 @@ def test_svd_relative_error_is_the_frobenius_share_the_lora_leaves_out():
             total += float(residual.square().sum())
             left += float((residual - approx).square().sum())
     assert errors[3] == pytest.approx((left / total) ** 0.5, rel=1e-4)
+
+
+@pytest.mark.parametrize("init", ["stepwise", "average", "lower"])
+def test_full_rank_svd_lora_against_the_norm_folded_source_reproduces_it_with_norms_tied(init):
+    """Sec. 3.5's 'at full rank, relaxed models can perfectly match': the paper's set-up (norms tied, LoRA on the
+    linear maps only) holds the source once the pre-norm gain ratio is folded into the maps the norms feed."""
+    from rlib.relaxed.norm_folding import fold_tied_norms
+
+    source = tiny_model(6)
+    looped = looping.convert(source, Looping(2, init=init))
+    folded = fold_tied_norms(source, looped)
+    tokens = ids()
+    torch.testing.assert_close(logits(folded, tokens), logits(source, tokens), atol=2e-5, rtol=1e-5)
+    for depth, step in enumerate(looped.plan.steps):  # the folded model's norms are the looped model's tied ones
+        for norm in ("attn_norm", "mlp_norm"):
+            assert torch.equal(folded.blocks[depth].get_submodule(norm).weight,
+                               looped.blocks[step.block].get_submodule(norm).weight)
+    relaxed = relax.relax(looped, folded, Relaxation(relax.full_rank(looped)))
+    assert not any(".adapters." in n and "norm" in n for n, _ in relaxed.named_parameters())  # no norm deltas
+    torch.testing.assert_close(logits(relaxed, tokens), logits(source, tokens), atol=2e-4, rtol=1e-4)
+    # Eq. 4's residual against the source itself restores the maps but not the gains: not the source
+    assert (logits(relax.relax(looped, source, Relaxation(relax.full_rank(looped))), tokens)
+            - logits(source, tokens)).abs().max() > 1e-2
+
+
+def test_norm_folding_refuses_what_it_cannot_absorb():
+    """Gemma 3's output and query/key norms sit after a map: a fold cannot reproduce them, so it says which."""
+    from rlib.relaxed.norm_folding import fold_tied_norms
+
+    source = tiny_model(6, gemma=True)
+    with pytest.raises(ConfigError, match="attn_out_norm"):
+        fold_tied_norms(source, looping.convert(source, Looping(2, init="average")))
+    llama = tiny_model(6)
+    looped = looping.convert(llama, Looping(2, init="average"))
+    with torch.no_grad():
+        looped.blocks[0].attn_norm.weight[3] = 0.0
+    with pytest.raises(ConfigError, match="gain is 0"):
+        fold_tied_norms(llama, looped)
+    with pytest.raises(ConfigError, match="depths but the source"):
+        fold_tied_norms(tiny_model(4), looped)
+
+
+def test_norm_scale_reads_gemmas_plus_one_form():
+    from rlib.model.layers import RMSNorm
+    from rlib.relaxed.norm_folding import norm_scale
+
+    llama, gemma = RMSNorm(4, 1e-6), RMSNorm(4, 1e-6, plus_one=True)
+    with torch.no_grad():
+        llama.weight.copy_(torch.tensor([0.5, 1.0, 2.0, -1.0]))
+        gemma.weight.copy_(torch.tensor([0.5, 1.0, 2.0, -1.0]))
+    x = torch.randn(3, 4)
+    normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(llama(x), norm_scale(llama) * normed)
+    torch.testing.assert_close(gemma(x), norm_scale(gemma) * normed)
