@@ -179,6 +179,8 @@ KNOWN_DRIFT = {
     # norm-folded full-rank model (step0_folded, written since 2026-12-05); Eq. 4's own init is the .ours entry
     ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("not held", "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): (None, "not held"),
+    # ... and App. K's "even without continuous batching", a new claim (the recursive model's static batching row)
+    ("cpu-long", "02_relaxed_recursion", "rrt.appK.static_memory_beats_vanilla"): (None, "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps"): ("held", "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "held"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token

@@ -8,7 +8,8 @@ side on one workload:
                  sets' varied lengths), every request queued at once
     memory cap   one budget, set by the vanilla model at `max_batch` sequences (weights + KV of every depth); each
                  model serves the largest batch that fits (Table K.3); the recursive model also at the vanilla batch
-                 without exits (Fig. 3)
+                 without exits (Fig. 3), and with static batches at its own batch (App. K: "even without continuous
+                 batching")
     exits        the post-trained (Agg + KD, Table 3) recursive and relaxed models leave after loop j < B by a rule
                  calibrated on held-out text to `exit_precision` agreement with the last loop: a linear exit
                  classifier (cheap) and the softmax confidence (the full head), both checked against the oracle
@@ -131,6 +132,8 @@ def throughput_tables(cfg: RelaxedConfig, source: Decoder, work: Path) -> dict[s
             settings.append((label, "cdb", "softmax", batch_of[label]))
             if batch_of[label] != cfg.max_batch:
                 settings.append((label, "cdb", "none", cfg.max_batch))
+            # App. K: "even without continuous batching" - static batches at the batch its memory allows
+            settings.append((label, "static", "none", batch_of[label]))
     rules: dict[str, dict[str, object]] = {}
     for label, model in models.items():
         if label != VANILLA:
