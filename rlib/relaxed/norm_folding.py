@@ -13,10 +13,11 @@ norms tied. `fold_tied_norms` builds that target as a model: a copy of the sourc
 looped model's shared ones and whose maps absorb the ratio, the same function as the source up to rounding.
 `relax(looped, fold_tied_norms(source, looped), Relaxation(full_rank))` is then the paper's full-rank relaxed model.
 
-The fold is exact for pre-norm blocks (Llama, SmolLM2, Gemma 1 and 2's pre-norms). It cannot absorb a norm that
-follows a map (Gemma 3's sublayer output norms and its query/key norms: a gain inside a normalization does not
-commute with it) or a bias: where the looped model's shared value of such a parameter differs from the source
-layer's, `fold_tied_norms` raises, naming it, rather than build a model that is not the source.
+The fold is exact for blocks whose only norms are RMSNorm pre-norms (Llama and TinyLlama, SmolLM2, the paper's
+Gemma 2B). It cannot absorb a norm that follows a map (the sublayer output norms of Gemma 2 and 3, Gemma 3's
+query/key norms: a gain inside a normalization does not commute with it), a LayerNorm's bias (Pythia) or any other
+bias: where the looped model's shared value of such a parameter differs from the source layer's, `fold_tied_norms`
+raises, naming it, rather than build a model that is not the source.
 
     folded = fold_tied_norms(source, looped)          # same logits as source, norms = looped's tied norms
     table = step0_folded_table(cfg, source)           # perplexity of the folded full-rank model, per init
