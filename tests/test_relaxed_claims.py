@@ -38,7 +38,7 @@ CPU_VERDICTS = {
     "rrt.tab3.agg_keeps_final_loop.ours": "not held",
     "rrt.tab3.loop1_lifted_small_gap": "held",
     "rrt.tabJ1.weighted_overemphasizes_loop1": "held",
-    "rrt.tabJ1.self_kd_lifts_loop1": "not held",  # loop 1 +0.013 (paper -0.031), fp32 on 2026-12-05 (-0.012 in bf16)
+    "rrt.tabJ1.self_kd_lifts_loop1": "not held",  # loop 1 +0.013 (paper -0.031); -0.012 on 2026-12-02
     "rrt.tabJ1.self_kd_lifts_loop1.ours": "not held",  # final +0.043 against the book's 0.023 bound
     "rrt.tabJ1.coefficient_sweep": "not measured",  # cpu-long\'s
     "rrt.tabJ1.freeze_head_lora": "not measured",
@@ -50,7 +50,7 @@ CPU_VERDICTS = {
     "rrt.s3_8.speedup_2_3x.ours": "held",
     "rrt.tabK2.relaxed_cdb_beats_vanilla": "held",
     "rrt.tabK1_K2.lora_cost_and_rank_tradeoff": "not measured",  # cpu-long\'s
-    "rrt.tabK3_K4.memory_cap_short_context": "not held",  # short - long +0.202, interval [-0.070, +0.393] (AVX2)
+    "rrt.tabK3_K4.memory_cap_short_context": "not held",  # short - long +0.202, interval [-0.070, +0.393]
     "rrt.fig3.cdb_without_exit_scheduling": "held",
     "rrt.appK.static_memory_beats_vanilla": "held",  # new 2026-12-05: static batch 25 vs 8, 1.73x
     "rrt.s3_8.recursive_gemma_4x_vanilla_pythia": "not testable at this scale",
@@ -67,11 +67,11 @@ CPU_VERDICTS = {
 def test_committed_cpu_tables_give_the_catalogued_verdicts():
     by_id = committed_ledger(judge, RelaxedConfig.preset("cpu"), "02_relaxed_recursion", CPU_VERDICTS)
     # diagnoses carry this run's numbers: the pass-cost ratio and the exit-test cost are computed from the tables
-    # 3.48x on 2026-12-05's AVX2 EPYC in fp32 (2.94x on 2026-12-02's slower AMX host, 3.19x on the morning's faster
-    # one), 64 requests
+    # 3.48x on 2026-12-05's AVX512-BF16 EPYC (2.94x on 2026-12-02's slower AMX host, 3.19x on the morning's
+    # faster one), 64 requests
     # (3.13x on the AVX512-BF16 EPYC with 96, 2.49x on 2026-11-28's slower
     # Xeon, 2.85x on 2026-11-27's faster host)
-    assert "3.48x" in by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]  # 2026-12-05, the AVX2 EPYC
+    assert "3.48x" in by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]  # 2026-12-05, the AVX512-BF16 EPYC
     assert "0.3% of step time (softmax 22.1%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]
     assert "recursive 25" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]
     assert "7 interleaved rounds" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]  # +0.202 [-0.070,
