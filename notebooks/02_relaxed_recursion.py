@@ -217,8 +217,9 @@ if second is not None:
 #   and answered with as many tokens as the paragraph has, capped at 256: the paper's prefix 64 / decode 256 with its
 #   test sets' varied lengths, all queued at once. Varied lengths are what static batching wastes (Fig. 3).
 # * **Memory cap (Table K.3).** One budget, set by the vanilla model at `max_batch` sequences: weights plus keys and
-#   values of every depth. Each model is served at the largest batch that fits; the looped models also at the vanilla
-#   batch, to separate scheduling from memory.
+#   values of every depth. Each model is served at the largest batch that fits; the recursive model also at the
+#   vanilla batch, to separate scheduling from memory, and with static batches at its own batch: App. K says the
+#   memory alone, "even without continuous batching techniques", buys throughput over the vanilla model.
 # * **Exits.** The paper's oracle needs the last loop's answer. Real rules decide from loop 1 alone, calibrated on
 #   held-out text so that the tokens that leave agree with the last loop at `exit_precision`. The *classifier* is a
 #   linear probe on the hidden state (CALM's early-exit classifier), so the head runs only on rows that leave; the
