@@ -30,9 +30,11 @@ def tiny_config(n_layers: int = 6, gemma: bool = False) -> DecoderConfig:
     )
 
 
-def tiny_model(n_layers: int = 6, gemma: bool = False, seed: int = 0) -> Decoder:
-    model = init_weights(Decoder(tiny_config(n_layers, gemma)), seed=seed, std=0.2).eval()
-    with torch.no_grad():  # norm weights away from identity, so that copying the wrong one shows
+def tiny_model(n_layers: int = 6, gemma: bool = False, seed: int = 0, config: DecoderConfig | None = None) -> Decoder:
+    """`tiny_config`'s model (or `config`'s), its norm weights moved away from identity so that copying the wrong
+    one shows."""
+    model = init_weights(Decoder(config or tiny_config(n_layers, gemma)), seed=seed, std=0.2).eval()
+    with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" in name:
                 seed = zlib.crc32(name.encode()) % 1000  # not hash(): string hashes change per process

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from rlib import counting, looping, relax
 from rlib.config import ConfigError
 from rlib.looping import Looping
-from rlib.model import load, save
+from rlib.model import Decoder, load, save
 from rlib.relax import Relaxation
-from tests.test_looping import ids, tiny_model
+from tests.test_looping import ids, tiny_config, tiny_model
 
 
 def logits(model, tokens):
@@ -173,13 +175,19 @@ def test_svd_relative_error_is_the_frobenius_share_the_lora_leaves_out():
     assert errors[3] == pytest.approx((left / total) ** 0.5, rel=1e-4)
 
 
+def pre_norm_gemma(n_layers: int = 6) -> Decoder:
+    """The paper's Gemma 2B's block form: (1 + w) RMSNorm pre-norms only (no output or query/key norms)."""
+    return tiny_model(config=dataclasses.replace(tiny_config(n_layers, gemma=True), post_norms=False, qk_norm=False))
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma_pre_norm"])
 @pytest.mark.parametrize("init", ["stepwise", "average", "lower"])
-def test_full_rank_svd_lora_against_the_norm_folded_source_reproduces_it_with_norms_tied(init):
+def test_full_rank_svd_lora_against_the_norm_folded_source_reproduces_it_with_norms_tied(init, family):
     """Sec. 3.5's 'at full rank, relaxed models can perfectly match': the paper's set-up (norms tied, LoRA on the
     linear maps only) holds the source once the pre-norm gain ratio is folded into the maps the norms feed."""
     from rlib.relaxed.norm_folding import fold_tied_norms
 
-    source = tiny_model(6)
+    source = tiny_model(6) if family == "llama" else pre_norm_gemma(6)
     looped = looping.convert(source, Looping(2, init=init))
     folded = fold_tied_norms(source, looped)
     tokens = ids()
