@@ -3,9 +3,12 @@ paper 000, Sec. 2.3-2.4 and 3.5-3.8; Appendices C, G, H, I, J, K).
 
     config        RelaxedConfig (presets per profile), RelaxedVariant (one training run), variants(cfg)
     experiments   the run grid (relax, uptrain / post-train with exit losses, evaluate every loop) and the step-0 curve
+    norm_folding  Sec. 3.5's full rank: the pre-norm gain ratio folded into the maps it feeds, so the full-rank SVD
+                  LoRA reproduces the source with the norms tied (the `step0_folded` table)
     early_exit    the paper's early-exit training (Sec. 3.7): per-loop exits, weighted / aggressive schedules,
                   self-distillation; oracle and confidence exit rules
     throughput    Fig. 8 / Tables K.2-K.4: the real serving engine and the paper's simulation on the same prompts
+    longer_study  Table I.1's longer uptraining alone (python -m rlib.relaxed.longer_study)
     tables        Fig. 6 / 7 / G.1-G.3, Table G.2, Tables 3 / J.1, Table I.1
     claims        the chapter's ledger
     plots         the chapter's figures
