@@ -62,6 +62,19 @@ def _unfoldable(original: torch.nn.Module, shared: torch.nn.Module) -> list[str]
             and not torch.equal(p.detach(), shared_params[name].detach())]
 
 
+def _gain_ratios(source: Decoder, looped: Decoder):
+    """(depth, pre-norm path, s_l / s' [D]) for every folded norm; 0 where both gains are 0. Raises where the shared
+    gain is 0 and the source's is not."""
+    for depth, step in enumerate(looped.plan.steps):
+        for norm_path in FOLDED_MAPS:
+            s_own = norm_scale(source.blocks[depth].get_submodule(norm_path))  # [D]
+            s_tied = norm_scale(looped.blocks[step.block].get_submodule(norm_path))  # [D]
+            if bool(((s_tied == 0) & (s_own != 0)).any()):
+                raise ConfigError(f"depth {depth}: the shared {norm_path} gain is 0 where the source's is not; no "
+                                  "fold reproduces the source")
+            yield depth, norm_path, torch.where(s_tied == 0, torch.zeros_like(s_own), s_own / s_tied)
+
+
 def fold_tied_norms(source: Decoder, looped: Decoder) -> Decoder:
     """A copy of `source` whose layer l has the pre-norm gains of the looped model's depth l (its shared block's)
     and the ratio s_l / s' folded into the columns of the maps they feed (module docstring). Raises if a parameter
@@ -69,38 +82,26 @@ def fold_tied_norms(source: Decoder, looped: Decoder) -> Decoder:
     if len(looped.plan.steps) != len(source.blocks):
         raise ConfigError(f"the looped model has {len(looped.plan.steps)} depths but the source {len(source.blocks)} "
                           "layers: fold a source into its own recursive conversion")
-    folded = copy.deepcopy(source)
     for depth, step in enumerate(looped.plan.steps):
-        layer, shared = folded.blocks[depth], looped.blocks[step.block]
-        bad = _unfoldable(layer, shared)
+        bad = _unfoldable(source.blocks[depth], looped.blocks[step.block])
         if bad:
             raise ConfigError(f"depth {depth}: {bad} differ between the source layer and the shared block, and "
                               "neither a LoRA on the linear maps nor a pre-norm fold can restore them")
-        for norm_path, maps in FOLDED_MAPS.items():
-            own, tied = layer.get_submodule(norm_path), shared.get_submodule(norm_path)
-            s_own, s_tied = norm_scale(own), norm_scale(tied)  # [D]
-            if bool(((s_tied == 0) & (s_own != 0)).any()):
-                raise ConfigError(f"depth {depth}: the shared {norm_path} gain is 0 where the source's is not; no "
-                                  "fold reproduces the source")
-            ratio = torch.where(s_tied == 0, torch.zeros_like(s_own), s_own / s_tied)  # [D]
-            with torch.no_grad():
-                for path in maps:
-                    proj = layer.get_submodule(path)
-                    proj.weight.copy_((proj.weight.float() * ratio[None, :]).to(proj.weight.dtype))  # [out, D]
-                own.weight.copy_(tied.weight)
+    folded = copy.deepcopy(source)
+    with torch.no_grad():
+        for depth, norm_path, ratio in _gain_ratios(source, looped):  # ratio [D]
+            layer = folded.blocks[depth]
+            for path in FOLDED_MAPS[norm_path]:
+                proj = layer.get_submodule(path)
+                proj.weight.copy_((proj.weight.float() * ratio[None, :]).to(proj.weight.dtype))  # [out, D]
+            tied = looped.blocks[looped.plan.steps[depth].block].get_submodule(norm_path)
+            layer.get_submodule(norm_path).weight.copy_(tied.weight)
     return folded
 
 
 def largest_gain_ratio(source: Decoder, looped: Decoder) -> float:
     """max |s_l / s'| over every folded gain: how far the fold stretches a column (the SVD's conditioning)."""
-    largest = 0.0
-    for depth, step in enumerate(looped.plan.steps):
-        for norm_path in FOLDED_MAPS:
-            s_tied = norm_scale(looped.blocks[step.block].get_submodule(norm_path))  # [D]
-            s_own = norm_scale(source.blocks[depth].get_submodule(norm_path))  # [D]
-            ratio = (s_own / s_tied)[s_tied != 0].abs()
-            largest = max(largest, float(ratio.max()) if len(ratio) else 0.0)
-    return largest
+    return max(float(ratio.abs().max()) for _, _, ratio in _gain_ratios(source, looped))
 
 
 def step0_folded_table(cfg: RelaxedConfig, source: Decoder) -> pd.DataFrame:
