@@ -125,6 +125,15 @@ def _relaxed_curves() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _post_seeds() -> pd.DataFrame:
+    """`rlib.relaxed.post_seeds.seeds_table`'s shape: Agg and Agg+KD on new and overlapped tokens, five seeds."""
+    rng = np.random.default_rng(0)
+    return pd.DataFrame([{"exit": e, "data": d, "seed": s, "nll loop 1": 6.5 + rng.normal(0, 0.02) - 0.03 * k,
+                          "nll loop 2": 6.4 + rng.normal(0, 0.02)}
+                         for s in range(5) for d in ("new", "overlapped")
+                         for k, e in enumerate(("aggressive", "aggressive_kd"))])
+
+
 def _rt_task_curves() -> pd.DataFrame:
     tasks = ("in_context_recall", "noisy_recall", "fuzzy_recall", "selective_copying", "compression", "memorization",
              "copy")
@@ -225,6 +234,7 @@ def _cases() -> dict[str, Callable[[], object]]:
     from rlib.recurrent import plots as p04
     from rlib.recursive import plots as p01
     from rlib.relaxed import plots as p02
+    from rlib.relaxed.tables import changes_table
 
     return {
         "rlib.plotting.grouped_bars": lambda: plotting.grouped_bars(
@@ -251,6 +261,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             _relaxed_curves(), 144, "Training loss, recursive vs relaxed r=144 (Fig. G.1)"),
         "rlib.relaxed.plots.plot_exits": lambda: p02.plot_exits(
             csv("02", "early_exit"), 2, "Static-exit NLL per loop after each schedule"),
+        "rlib.relaxed.plots.plot_post_seeds": lambda: p02.plot_post_seeds(
+            changes_table(_post_seeds(), 2), _post_seeds(), 2, "App. J: post-training changes, paired by seed"),
         "rlib.relaxed.plots.plot_throughput": lambda: p02.plot_throughput(
             csv("02", "throughput_measured"), csv("02", "throughput_simulated"), "Generation throughput"),
         "rlib.relaxed.plots.plot_step_time": lambda: p02.plot_step_time(

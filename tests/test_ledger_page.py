@@ -176,6 +176,10 @@ KNOWN_DRIFT = {
     ("cpu-long", "02_relaxed_recursion", "rrt.appK.static_memory_beats_vanilla"): (None, "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps"): ("held", "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "held"),
+    # 2026-12-05: App. J's 'no significant differences ... overlapped uptraining dataset versus new tokens', judged on
+    # the post_seeds study (rlib.relaxed.post_seeds, cpu-long's; the cpu profile does not run it)
+    ("cpu", "02_relaxed_recursion", "rrt.appJ.overlapped_matches_new"): (None, "not measured"),
+    ("cpu-long", "02_relaxed_recursion", "rrt.appJ.overlapped_matches_new"): (None, "not measured"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
     # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
     ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),

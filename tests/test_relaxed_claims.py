@@ -40,6 +40,7 @@ CPU_VERDICTS = {
     "rrt.tabJ1.weighted_overemphasizes_loop1": "held",
     "rrt.tabJ1.self_kd_lifts_loop1": "not held",  # loop 1 +0.013 (paper -0.031); -0.012 on 2026-12-02
     "rrt.tabJ1.self_kd_lifts_loop1.ours": "not held",  # final +0.043 against the book's 0.023 bound
+    "rrt.appJ.overlapped_matches_new": "not measured",  # cpu-long's post_seeds study, since 2026-12-05
     "rrt.tabJ1.coefficient_sweep": "not measured",  # cpu-long\'s
     "rrt.tabJ1.freeze_head_lora": "not measured",
     "rrt.tabJ1.post_beats_co_training": "not measured",  # cpu-long\'s
@@ -182,6 +183,65 @@ def test_one_exit_number_flips_the_verdict(claim, change):
     flipped = judge({"early_exit": exits_table(**change)}, CFG, "cpu").finish()
     assert flipped.set_index("id").loc[claim, "verdict"] == "not held"
     assert check_ledger(flipped) == []
+
+
+# App. J's seed study (rlib.relaxed.post_seeds): per-arm offsets in units of `noise`, a different order per arm so
+# that every paired change varies over the five seeds
+_ARM_NOISE = {("aggressive", "new"): (1, -1, 0.5, -0.5, 0), ("aggressive_kd", "new"): (-0.5, 0, 1, -1, 0.5),
+              ("aggressive", "overlapped"): (0, 0.5, -1, 1, -0.5),
+              ("aggressive_kd", "overlapped"): (0.5, 1, 0, -0.5, -1)}
+
+
+def post_seeds_table(kd_lift: float = -0.05, ovlp_shift: float = 0.0, noise: float = 0.005) -> pd.DataFrame:
+    """Five seeds of Agg(c) and Agg(c) + KD on new and overlapped tokens: KD moves loop 1 by `kd_lift`, overlapped
+    tokens move both loops by `ovlp_shift`; each seed's batches shift its runs alike (paired away)."""
+    rows = []
+    for (exit, data), offsets in _ARM_NOISE.items():
+        for seed, offset in enumerate(offsets):
+            shift = 0.1 * seed + noise * offset + (ovlp_shift if data == "overlapped" else 0.0)
+            rows.append({"exit": exit, "data": data, "seed": seed, "coef": CFG.exit_coef, "train_seed": seed,
+                         "windows": 64, "seen_in_uptraining": 64 if data == "overlapped" else 0,
+                         "nll loop 1": 6.5 + shift + (kd_lift if exit == "aggressive_kd" else 0.0),
+                         "nll loop 2": 6.4 + shift})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("claim, table, expected", [
+    ("rrt.tabJ1.self_kd_lifts_loop1", post_seeds_table(), "held"),
+    ("rrt.tabJ1.self_kd_lifts_loop1", post_seeds_table(kd_lift=0.0), "not held"),  # narrow, reaches 0
+    ("rrt.tabJ1.self_kd_lifts_loop1", post_seeds_table(kd_lift=0.0, noise=0.05), "not testable at this scale"),
+    ("rrt.appJ.overlapped_matches_new", post_seeds_table(), "held"),
+    ("rrt.appJ.overlapped_matches_new", post_seeds_table(ovlp_shift=0.05), "not held"),
+    ("rrt.appJ.overlapped_matches_new", post_seeds_table(noise=0.05), "not testable at this scale"),
+])
+def test_app_j_seed_claims_follow_the_paired_intervals(claim, table, expected):
+    ledger = judge({"early_exit": exits_table(), "post_seeds": table}, CFG, "cpu").finish()
+    assert ledger.set_index("id").loc[claim, "verdict"] == expected
+    assert check_ledger(ledger) == []
+
+
+def test_the_self_kd_claim_reads_the_seed_study_where_there_is_one():
+    """The grid's single pair (exits_table: KD lifts loop 1) holds alone; with the seed study the verdict is the
+    study's, whose pairs are on overlapped tokens (Table J.1's set-up), and the single pair is reported beside."""
+    assert verdict({"early_exit": exits_table()}, "rrt.tabJ1.self_kd_lifts_loop1") == "held"
+    row = judge({"early_exit": exits_table(), "post_seeds": post_seeds_table(kd_lift=0.0)}, CFG,
+                "cpu").finish().set_index("id").loc["rrt.tabJ1.self_kd_lifts_loop1"]
+    assert row["verdict"] == "not held" and "5 seeds paired" in row["measured"]
+    assert "the grid's one pair (new tokens, seed 0) -0.100" in row["measured"]
+    alone = judge({"early_exit": exits_table(), "post_seeds": post_seeds_table()[lambda t: t["seed"] == 0]}, CFG,
+                  "cpu").finish().set_index("id")
+    assert alone.loc["rrt.tabJ1.self_kd_lifts_loop1", "verdict"] == "held"  # one seed: no interval, the grid's pair
+    assert alone.loc["rrt.appJ.overlapped_matches_new", "verdict"] == "not measured"
+
+
+def test_single_seed_exit_diagnoses_quote_the_measured_post_training_noise():
+    claim = "rrt.tabJ1.self_kd_lifts_loop1.ours"
+    failing = exits_table(recursive_post_aggressive_kd=(6.1, 6.1))  # the final loop moves +0.09: over the bound
+    without = judge({"early_exit": failing}, CFG, "cpu").finish().set_index("id").loc[claim]
+    assert without["verdict"] == "not held" and "not measured in this profile" in without["evidence"]
+    with_study = judge({"early_exit": failing, "post_seeds": post_seeds_table()}, CFG,
+                       "cpu").finish().set_index("id").loc[claim]
+    assert "has s.d. 0.157 nats over 5 seeds, of the paired KD change s.d. 0.005" in with_study["evidence"]
 
 
 def step0_table(**changes: float) -> pd.DataFrame:
@@ -503,6 +563,7 @@ CPU_LONG_VERDICTS = {
     "rrt.tabI1.longer_uptraining_helps": ("not measured", ""),  # the recursive Stepwise model was not run longer
     "rrt.tabI1.longer_uptraining_helps.ours": ("held", ""),
     "rrt.fig7b.kd_and_longer_combined": ("held", ""),
+    "rrt.appJ.overlapped_matches_new": ("not measured", ""),  # the promoted run predates the post_seeds study
     "rrt.tabJ1.coefficient_sweep": ("not held", "budget"),
     "rrt.tabJ1.freeze_head_lora": ("not held", "disagrees with the paper"),
     "rrt.tabJ1.post_beats_co_training": ("not held", "budget"),
@@ -526,7 +587,7 @@ def test_the_promoted_cpu_long_tables_give_the_cpu_long_verdicts():
     # cpu-long judges all but what its promoted run (2026-11-28) did not write: Table I.1's recursive row, the
     # norm-folded full-rank models and the recursive static-batching row (added 2026-12-05)
     assert unjudged == {"rrt.tabI1.longer_uptraining_helps", "rrt.eq5.full_rank_equals_source",
-                        "rrt.appK.static_memory_beats_vanilla"}
+                        "rrt.appK.static_memory_beats_vanilla", "rrt.appJ.overlapped_matches_new"}
     assert "recursive Stepwise model (r=0) uptrained at 2x" in table.loc["rrt.tabI1.longer_uptraining_helps",
                                                                           "measured"]
 

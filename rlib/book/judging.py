@@ -28,7 +28,8 @@ import pandas as pd
 from rlib.book.claims import Ledger
 from rlib.config import ConfigError
 
-__all__ = ["Missing", "Outcome", "Rules", "chain", "nats", "rows", "strictly_falling", "value", "values"]
+__all__ = ["Missing", "Outcome", "Rules", "chain", "mean_interval", "nats", "rows", "strictly_falling", "value",
+           "values"]
 
 
 class Missing(LookupError):
@@ -133,6 +134,22 @@ def value(df: pd.DataFrame, column: str, **equal) -> float:
     """The mean of `column` over the rows matching `equal` (the seed mean where a row has several seeds)."""
     found = values(df, column, **equal)
     return sum(found) / len(found)
+
+
+def mean_interval(sample: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, lo, hi): the mean of `sample` (e.g. one paired difference per seed) and its Student-t interval at
+    `confidence`; `Missing` below two values, where no spread can be estimated."""
+    from scipy import stats
+
+    sample = [float(v) for v in sample]
+    if len(sample) < 2:
+        raise Missing(f"an interval needs >= 2 values (seeds); got {len(sample)}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence}: give a probability in (0, 1), e.g. 0.95")
+    mean = sum(sample) / len(sample)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in sample) / (len(sample) - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(sample) - 1)) * sd / math.sqrt(len(sample))
+    return mean, mean - half, mean + half
 
 
 def nats(ppl_worse: float, ppl_better: float) -> float:

@@ -5,6 +5,7 @@
     plot_rank_sweep     held-out perplexity after uptraining against LoRA rank (log axis, full rank marked), per init
     plot_training_loss  training loss of the recursive (r=0) and relaxed (high rank) models per init (Fig. G.1)
     plot_exits          static-exit NLL of each loop after each early-exit schedule
+    plot_post_seeds     App. J's seed-paired changes (KD, overlapped tokens) with their intervals and the paper's values
     plot_throughput     measured (engine) and simulated (paper's model) tokens per second
     plot_step_time      where the engine's step time goes (blocks / exit decision / head / KV filling)
     plot_pass_times     ms per pass against batch, short and long context (Tables K.1 / K.3 analog)
@@ -20,8 +21,8 @@ from matplotlib.figure import Figure
 from rlib import looping
 from rlib.plotting import PALETTE, grouped_bars, loop_colours, new_figure, plot_training_curves
 
-__all__ = ["plot_exits", "plot_pass_times", "plot_rank_sweep", "plot_relaxation", "plot_step0", "plot_step_time",
-           "plot_throughput", "plot_training_loss"]
+__all__ = ["plot_exits", "plot_pass_times", "plot_post_seeds", "plot_rank_sweep", "plot_relaxation", "plot_step0",
+           "plot_step_time", "plot_throughput", "plot_training_loss"]
 
 
 def _init_colours(inits) -> dict[str, tuple]:
@@ -142,6 +143,34 @@ def plot_exits(table: pd.DataFrame, n_loops: int, title: str) -> Figure:
     fig = grouped_bars(long, "run", "nll", "exit at", log=False, fmt="{:.2f}", title=title, xlabel="",
                        ylabel="held-out NLL (nats / token)", colours=loop_colours(n_loops))
     return _slanted(fig, 8, 4.2)
+
+
+def plot_post_seeds(changes: pd.DataFrame, runs: pd.DataFrame, n_loops: int, title: str) -> Figure:
+    """`rlib.relaxed.post_seeds.changes_table` as a forest plot: each comparison's per-seed changes (dots), their mean
+    and 95 % interval (bar), the paper's value (diamond) and no change (line)."""
+    from rlib.relaxed.tables import comparisons, paired
+
+    fig, ax = new_figure(8, 0.55 * len(changes) + 1.6)
+    colours = sns.color_palette(PALETTE, 3)
+    spec = {c[0]: c for c in comparisons(n_loops)}
+    paper_label = "paper (Table J.1)"
+    for y, row in enumerate(changes.itertuples()):
+        _, column, vary, base, other, fixed, _ = spec[row.comparison]
+        seeds = paired(runs, column, vary, base, other, **fixed)
+        ax.scatter(seeds, [y] * len(seeds), s=14, color=colours[0], alpha=0.45, zorder=2,
+                   label="one seed" if y == 0 else None)
+        ax.errorbar(row.mean, y, xerr=[[row.mean - row.lo], [row.hi - row.mean]], fmt="o", color=colours[0],
+                    capsize=3, zorder=3, label="mean, 95 % interval" if y == 0 else None)
+        if pd.notna(row.paper):
+            ax.scatter([row.paper], [y], marker="D", s=36, color=colours[1], zorder=4, label=paper_label)
+            paper_label = None  # one legend entry
+    ax.axvline(0, color="0.5", lw=0.8, zorder=1)
+    ax.set_yticks(range(len(changes)), changes["comparison"])
+    ax.invert_yaxis()
+    ax.set_xlabel("change in held-out NLL (nats / token)")
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
 
 
 def _setting(r) -> str:

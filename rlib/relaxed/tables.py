@@ -1,10 +1,12 @@
 """Chapter 02's tables from the grid's results (Relaxed Recursive Transformers Fig. 6 / 7 / G.1-G.3, Table G.2,
-Tables 3 / J.1, Table I.1), and Fig. 4's full-size reference scored on the chapter's windows.
+Tables 3 / J.1, Table I.1), Fig. 4's full-size reference scored on the chapter's windows, and App. J's post-training
+seed study (`rlib.relaxed.post_seeds`): its runs, and the seed-paired changes the claims judge.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,8 @@ from rlib.model import convert
 from rlib.recursive import experiments as ch01
 from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
 
-__all__ = ["exit_table", "flat", "full_reference_table", "g1_rank", "kd_long_table", "main_grid", "module_rank_table",
-           "relax_table", "training_table"]
+__all__ = ["changes_table", "comparisons", "exit_table", "flat", "full_reference_table", "g1_rank", "kd_long_table",
+           "main_grid", "module_rank_table", "paired", "relax_table", "seeds_table", "training_table"]
 
 
 def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -151,3 +153,58 @@ def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataF
         picked.append(sel.assign(model=f"{label} ({main.init}, r={main.rank})"))
     cols = ["model", "kd", "steps_factor", *[f"after ppl[{c}]" for c in cfg.eval_corpora]]
     return pd.concat(picked)[cols].sort_values(["model", "kd", "steps_factor"], kind="stable").reset_index(drop=True)
+
+
+def seeds_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: exit, data, seed, its windows and how many the uptraining read, the static-exit NLL per loop."""
+    rows = []
+    for r in results:
+        loops = {f"nll loop {k.removeprefix('nll_loop')}": v for k, v in r["after"].items() if k.startswith("nll_loop")}
+        rows.append({"exit": r["exit"], "data": r["data"], "seed": r["seed"], "coef": r["coef"],
+                     "train_seed": r["train_seed"], "windows": r["windows"],
+                     "seen_in_uptraining": r["seen_in_uptraining"], **loops})
+    return pd.DataFrame(rows)
+
+
+def paired(table: pd.DataFrame, column: str, vary: str, base: str, other: str, **fixed: str) -> pd.Series:
+    """Per seed, `column` of the `other` run minus that of the `base` run, where the two differ only in `vary` (e.g.
+    vary="exit", base="aggressive", other="aggressive_kd", data="overlapped"); seeds with both runs only."""
+    keep = pd.Series(True, index=table.index)
+    for name, wanted in fixed.items():
+        keep &= table[name] == wanted
+    by_seed = table[keep].pivot_table(index="seed", columns=vary, values=column)
+    if base not in by_seed or other not in by_seed:
+        return pd.Series(dtype=float)
+    return (by_seed[other] - by_seed[base]).dropna()
+
+
+def comparisons(n_loops: int) -> list[tuple[str, str, str, str, str, dict[str, str], float]]:
+    """The seed-paired changes App. J speaks of: (label, column, vary, base, other, fixed, the paper's value in nats
+    from Table J.1's SlimPajama perplexities, NaN where it has no such pair)."""
+    final = f"nll loop {n_loops}"
+    paper = {"kd_ovlp_1": math.log(14.11 / 14.55), "kd_ovlp_final": math.log(12.40 / 12.37),
+             "data_1": math.log(14.55 / 14.49), "data_final": math.log(12.37 / 12.34)}
+    kd = ("exit", "aggressive", "aggressive_kd")
+    data = ("data", "new", "overlapped")
+    return [("Agg+KD - Agg · overlapped · loop 1", "nll loop 1", *kd, {"data": "overlapped"}, paper["kd_ovlp_1"]),
+            ("Agg+KD - Agg · overlapped · final", final, *kd, {"data": "overlapped"}, paper["kd_ovlp_final"]),
+            ("Agg+KD - Agg · new · loop 1", "nll loop 1", *kd, {"data": "new"}, math.nan),
+            ("Agg+KD - Agg · new · final", final, *kd, {"data": "new"}, math.nan),
+            ("overlapped - new · Agg · loop 1", "nll loop 1", *data, {"exit": "aggressive"}, paper["data_1"]),
+            ("overlapped - new · Agg · final", final, *data, {"exit": "aggressive"}, paper["data_final"])]
+
+
+def changes_table(table: pd.DataFrame, n_loops: int) -> pd.DataFrame:
+    """One row per comparison the study's runs allow (>= 2 seeds): the mean seed-paired change in nats, its 95 %
+    t-interval, its s.d. and the paper's value."""
+    from rlib.book.judging import mean_interval
+
+    out = []
+    for label, column, vary, base, other, fixed, paper in comparisons(n_loops):
+        diffs = paired(table, column, vary, base, other, **fixed)
+        if len(diffs) < 2:
+            continue
+        mean, lo, hi = mean_interval(diffs)
+        out.append({"comparison": label, "seeds": len(diffs), "mean": mean, "lo": lo, "hi": hi, "sd": diffs.std(),
+                    "paper": paper})
+    return pd.DataFrame(out)
