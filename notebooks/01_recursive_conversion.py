@@ -48,7 +48,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 # %%
 from rlib import book, looping
 from rlib.looping import Looping
-from rlib.recursive import claims, config, experiments, lr_sweep, plots, tables
+from rlib.recursive import claims, config, experiments, lr_sweep, norm_seeds, plots, tables
 
 sweep_loops = tuple(int(b) for b in loops.split(",")) if loops else None
 cfg = config.RecursiveConfig.preset(profile).override(steps=steps, task_limit=task_limit, model=model,
@@ -148,6 +148,16 @@ run.figure(plots.plot_loss_curves(curves, names, f"Uptraining loss per initializ
 names = tables.curve_labels(runs, cfg, group="ablations")
 run.figure(plots.plot_loss_curves(curves, names, "Stepwise ends and Average norm weights (Fig. F.1)", log_y=True),
            "loss_curves_ablations");
+
+# %% [markdown]
+# One run per norm variant weighs gaps of a tenth of a nat against seed noise of the same size. The seed study
+# (`rlib.recursive.norm_seeds`, `cpu-long`) uptrains all three variants at several seeds, each seed's three runs on
+# the same batches, so the ledger judges the seed-paired gaps:
+
+# %%
+norm_study = norm_seeds.NormSeedsConfig.preset(profile)
+if norm_study.seeds:
+    run.table(norm_seeds.norm_seeds_table(norm_seeds.run(cfg, norm_study, work), cfg), "norm_seeds");
 
 # %% [markdown]
 # ## Quality against unique parameters (Fig. 4)

@@ -168,3 +168,36 @@ def test_table_f1s_b3_rows_need_stepwise_best_and_every_pretrained_init_clear_of
     assert with_b3() == "held"
     assert with_b3(lower=5.3) == "not held"  # Lower ahead of Stepwise at B=3
     assert with_b3(random=5.7) == "not held"  # Average within the paper's smallest margin of Random
+
+
+def norm_seeds_table(alike: float = 0.0, collapse: float = 1.5, noise: float = 0.01,
+                     before_alike: float = 0.5) -> pd.DataFrame:
+    """Fig. F.1(b)'s study over three seeds: choice = average - `alike`, zero = average + `collapse`, each run off by
+    a different multiple of `noise`; before uptraining average - choice = `before_alike`."""
+    offsets = {"average": (0, 1, -1), "choice": (1, -1, 0), "zero": (-1, 0, 1)}
+    rows = []
+    for seed in range(3):
+        base = 5.5 + 0.05 * seed
+        for norm, shift in (("average", 0.0), ("choice", -alike), ("zero", collapse)):
+            after = base + shift + noise * offsets[norm][seed]
+            before = 13.0 - (before_alike if norm == "choice" else 0.0)
+            rows.append({"norm_init": norm, "seed": seed, "before nll[c]": before, "after nll[c]": after})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("study, verdict, diagnosis", [
+    (norm_seeds_table(), "held", ""),
+    (norm_seeds_table(collapse=0.0), "not held", "setup"),  # zero no worse: resolved on the wrong side
+    (norm_seeds_table(alike=0.3), "not held", "budget"),  # apart, but closer than before uptraining (0.5)
+    (norm_seeds_table(alike=0.3, before_alike=0.1), "not held", "disagrees with the paper"),
+    (norm_seeds_table(noise=0.1), "not testable at this scale", ""),  # intervals across the 0.079 spread
+])
+def test_norm_weights_over_seeds_are_judged_on_the_paired_intervals(study, verdict, diagnosis):
+    table = judge({"runs": runs_table(), "norm_seeds": study}, CFG, "cpu-long").finish()
+    assert check_ledger(table) == []
+    row = table.set_index("id").loc["rrt.figF1b.norm_zero_collapses"]
+    assert (row["verdict"], row["diagnosis"] or "") == (verdict, diagnosis)
+    assert row["measured"].startswith("3 seeds paired")
+    # a single seed of the study leaves the grid's single-run test, whose diagnosis names the study
+    alone = judge({"runs": runs_table(zero=5.6), "norm_seeds": study[study["seed"] == 0]}, CFG, "cpu").finish()
+    assert "cpu-long's norm_seeds study" in alone.set_index("id").loc["rrt.figF1b.norm_zero_collapses", "evidence"]
