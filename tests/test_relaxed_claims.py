@@ -220,6 +220,16 @@ def test_app_j_seed_claims_follow_the_paired_intervals(claim, table, expected):
     assert check_ledger(ledger) == []
 
 
+def test_a_significant_overlapped_gap_is_diagnosed_with_how_well_the_parent_fits_the_seen_windows():
+    table = post_seeds_table(ovlp_shift=0.05).assign(
+        **{"train loss first": lambda t: t["data"].map({"new": 7.2, "overlapped": 6.5}),
+           "train loss last": lambda t: t["data"].map({"new": 7.2, "overlapped": 6.8})})
+    row = judge({"early_exit": exits_table(), "post_seeds": table}, CFG, "cpu").finish().set_index("id").loc[
+        "rrt.appJ.overlapped_matches_new"]
+    assert (row["verdict"], row["diagnosis"]) == ("not held", "scale")
+    assert "starts 0.700 nats lower on the overlapped windows" in row["evidence"]
+
+
 def test_the_self_kd_claim_reads_the_seed_study_where_there_is_one():
     """The grid's single pair (exits_table: KD lifts loop 1) holds alone; with the seed study the verdict is the
     study's, whose pairs are on overlapped tokens (Table J.1's set-up), and the single pair is reported beside."""

@@ -72,5 +72,5 @@ def test_seed_0_on_new_tokens_is_the_grids_own_run_and_overlapped_reads_only_upt
         assert ovlp["seen_in_uptraining"] == ovlp["windows"] == SMOKE.post_steps * SMOKE.batch_size
     table = tables.seeds_table(list(results.values()))
     assert list(table.columns) == ["exit", "data", "seed", "coef", "train_seed", "windows", "seen_in_uptraining",
-                                   "nll loop 1", "nll loop 2"]
+                                   "train loss first", "train loss last", "nll loop 1", "nll loop 2"]
     assert len(table) == 4 and table["nll loop 1"].notna().all()

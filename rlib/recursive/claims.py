@@ -89,7 +89,7 @@ SPECS = (
         "runs, after NLL of average with norm average / choice / zero: SmolLM2's RMSNorm scales by w (as TinyLlama's; "
         "the book's reading of why Gemma's (1 + w) escapes is ours), so norm zero is worst by more than the Stepwise "
         "seed spread, and |average - choice| is within it (thresholds ours). Where the norm_seeds study ran "
-        "(cpu-long), the same two tests on the seed-paired gaps' 95 % t-intervals: zero - the better of the two "
+        "(cpu-long), the same two tests on the seed-paired gaps' 95 % t-intervals: zero - the worse of the two "
         "wholly above the spread, average - choice wholly inside +-spread; an interval across a threshold is not "
         "testable at this scale.",
         artifact="init_ablation.csv, norm_seeds.csv"),
@@ -370,7 +370,7 @@ def _norm_zero_seeded(seeded: pd.DataFrame, cfg: RecursiveConfig, spread: float)
     collapse = mean_interval(after["zero"] - after[["average", "choice"]].max(axis=1))
     alike = mean_interval(after["average"] - after["choice"])
     start = (before["average"] - before["choice"]).mean()
-    measured = (f"{len(after)} seeds paired, mean [95 % interval] in nats: zero - the better of average / choice "
+    measured = (f"{len(after)} seeds paired, mean [95 % interval] in nats: zero - the worse of average / choice "
                 f"{_interval(collapse)}, average - choice {_interval(alike)} (before uptraining {start:+.3f}); "
                 f"seed spread {spread:.3f}; seed means " + chain(after.mean().items()))
     zero_worse = collapse[1] > spread

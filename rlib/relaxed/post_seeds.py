@@ -17,8 +17,9 @@ each of `exits` on each of two data set-ups, at every seed:
 
 so that every comparison is paired by seed: same parent, and within a data set-up the same batches, only the exit
 loss differing; across set-ups the same loss. Each run records how many of its windows the uptraining had read (all
-for overlapped, none or nearly for new), and the held-out static-exit NLL per loop on the uptraining corpus (Table
-J.1's metric is SlimPajama perplexity). `rlib.relaxed.tables.paired` gives the per-seed changes the claims judge
+for overlapped, none or nearly for new), its training loss at the first step and over the last quarter (how well the
+parent already fits what it reads), and the held-out static-exit NLL per loop on the uptraining corpus (Table J.1's
+metric is SlimPajama perplexity). `rlib.relaxed.tables.paired` gives the per-seed changes the claims judge
 (`rlib.relaxed.claims`, `rrt.tabJ1.self_kd_lifts_loop1` and `rrt.appJ.overlapped_matches_new`).
 
     study = PostSeedsConfig.preset(profile)      # cpu: none; cpu-long: 5 seeds x {Agg, Agg+KD} x {new, overlapped}
@@ -155,9 +156,11 @@ def run_in_slot(post: PostRun, slot: run_cache.RunSlot, cfg: RelaxedConfig, work
     held = ch01.held_windows(cfg)
     after = experiments.evaluate(model, cfg, {cfg.train_corpus: held[cfg.train_corpus]})
     seen = int(torch.isin(read, uptrained).sum())
+    loss = pd.read_csv(slot.train_dir / "metrics.csv")["loss"]  # how well the parent already fits what it reads
     return {"name": post.name, "exit": post.exit, "data": post.data, "seed": post.seed, "train_seed": train_cfg.seed,
             "coef": cfg.exit_coef, "windows": len(read), "seen_in_uptraining": seen, "after": after,
-            "train": {"tokens": result.tokens, "seconds": result.seconds}}
+            "train": {"tokens": result.tokens, "seconds": result.seconds, "loss_first": float(loss.iloc[0]),
+                      "loss_last": float(loss.tail(max(1, len(loss) // 4)).mean())}}
 
 
 def run(cfg: RelaxedConfig, study: PostSeedsConfig, work: Path, source, chapter01) -> list[dict[str, Any]]:

@@ -156,13 +156,15 @@ def kd_long_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataF
 
 
 def seeds_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run: exit, data, seed, its windows and how many the uptraining read, the static-exit NLL per loop."""
+    """One row per run: exit, data, seed, its windows and how many the uptraining read, its training loss at the first
+    step and over the last quarter, the static-exit NLL per loop."""
     rows = []
     for r in results:
         loops = {f"nll loop {k.removeprefix('nll_loop')}": v for k, v in r["after"].items() if k.startswith("nll_loop")}
         rows.append({"exit": r["exit"], "data": r["data"], "seed": r["seed"], "coef": r["coef"],
                      "train_seed": r["train_seed"], "windows": r["windows"],
-                     "seen_in_uptraining": r["seen_in_uptraining"], **loops})
+                     "seen_in_uptraining": r["seen_in_uptraining"], "train loss first": r["train"]["loss_first"],
+                     "train loss last": r["train"]["loss_last"], **loops})
     return pd.DataFrame(rows)
 
 
