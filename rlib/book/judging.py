@@ -28,8 +28,8 @@ import pandas as pd
 from rlib.book.claims import Ledger
 from rlib.config import ConfigError
 
-__all__ = ["Missing", "Outcome", "Rules", "chain", "mean_interval", "nats", "rows", "strictly_falling", "value",
-           "values"]
+__all__ = ["Missing", "Outcome", "Rules", "chain", "fmt_ci", "mean_interval", "nats", "rows", "strictly_falling",
+           "value", "values"]
 
 
 class Missing(LookupError):
@@ -150,6 +150,11 @@ def mean_interval(sample: Iterable[float], confidence: float = 0.95) -> tuple[fl
     sd = math.sqrt(sum((v - mean) ** 2 for v in sample) / (len(sample) - 1))
     half = float(stats.t.ppf(0.5 + confidence / 2, len(sample) - 1)) * sd / math.sqrt(len(sample))
     return mean, mean - half, mean + half
+
+
+def fmt_ci(diff: float, lo: float, hi: float, scale: float = 1.0, digits: int = 3) -> str:
+    """An estimate and its interval as '+d [+lo, +hi]' (each times `scale`, e.g. 100 for points)."""
+    return f"{scale * diff:+.{digits}f} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}]"
 
 
 def nats(ppl_worse: float, ppl_better: float) -> float:

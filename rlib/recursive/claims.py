@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from rlib.book.claims import ClaimSpec, Ledger
-from rlib.book.judging import Missing, Outcome, Rules, chain, mean_interval, nats, rows, value, values
+from rlib.book.judging import Missing, Outcome, Rules, chain, fmt_ci, mean_interval, nats, rows, value, values
 from rlib.recursive.config import RecursiveConfig
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
@@ -371,7 +371,7 @@ def _norm_zero_seeded(seeded: pd.DataFrame, cfg: RecursiveConfig, spread: float)
     alike = mean_interval(after["average"] - after["choice"])
     start = (before["average"] - before["choice"]).mean()
     measured = (f"{len(after)} seeds paired, mean [95 % interval] in nats: zero - the worse of average / choice "
-                f"{_interval(collapse)}, average - choice {_interval(alike)} (before uptraining {start:+.3f}); "
+                f"{fmt_ci(*collapse)}, average - choice {fmt_ci(*alike)} (before uptraining {start:+.3f}); "
                 f"seed spread {spread:.3f}; seed means " + chain(after.mean().items()))
     zero_worse = collapse[1] > spread
     alike_within = -spread < alike[1] and alike[2] < spread
@@ -389,10 +389,6 @@ def _norm_zero_seeded(seeded: pd.DataFrame, cfg: RecursiveConfig, spread: float)
                                          f"{'smaller' if closing else 'not smaller'} than before uptraining"
                                          + ("; needs: longer uptraining" if closing else "")))
     return Outcome("not testable at this scale", measured)
-
-
-def _interval(ci: tuple[float, float, float]) -> str:
-    return f"{ci[0]:+.3f} [{ci[1]:+.3f}, {ci[2]:+.3f}]"
 
 
 def _beats(tables, cfg: RecursiveConfig, other: str, loops: list[int]) -> tuple[bool, str, str]:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rlib.book.claims import ClaimSpec, Ledger
-from rlib.book.judging import Missing, Outcome, Rules, chain, mean_interval, nats, rows, strictly_falling, value
+from rlib.book.judging import Missing, Outcome, Rules, chain, fmt_ci, mean_interval, nats, rows, strictly_falling, value
 from rlib.relaxed.config import RelaxedConfig
 from rlib.relaxed.tables import g1_rank, main_grid, paired
 from rlib.rounds import coverage, median_interval
@@ -1008,10 +1008,6 @@ def _paired_ci(table: pd.DataFrame, column: str, vary: str, base: str, other: st
     return (*mean_interval(diffs), len(diffs))
 
 
-def _ci(change: tuple[float, ...]) -> str:
-    return f"{change[0]:+.3f} [{change[1]:+.3f}, {change[2]:+.3f}]"
-
-
 def _post_noise(tables: Mapping[str, pd.DataFrame], cfg: RelaxedConfig) -> str:
     """The post-training seed noise the post_seeds study measured (Agg(c) on new tokens, the grid's set-up), as a
     phrase for a single-seed diagnosis; or that this profile does not measure it."""
@@ -1041,8 +1037,8 @@ def _self_kd(tables, cfg: RelaxedConfig) -> Outcome:
     final = _paired_ci(seeded, f"nll loop {cfg.n_loops}", "exit", "aggressive", "aggressive_kd", data="overlapped")
     new = _paired_ci(seeded, "nll loop 1", "exit", "aggressive", "aggressive_kd", data="new")
     measured = (f"recursive Agg({cfg.exit_coef:g}) + KD - Agg({cfg.exit_coef:g}), {ovlp[3]} seeds paired, mean "
-                f"[95 % interval] in nats: overlapped tokens loop 1 {_ci(ovlp)} (paper {-SELF_KD_LIFT:+.3f}), final "
-                f"{_ci(final)}; new tokens loop 1 {_ci(new)}; {grid_pair}")
+                f"[95 % interval] in nats: overlapped tokens loop 1 {fmt_ci(*ovlp[:3])} (paper "
+                f"{-SELF_KD_LIFT:+.3f}), final {fmt_ci(*final[:3])}; new tokens loop 1 {fmt_ci(*new[:3])}; {grid_pair}")
     _, lo, hi, _ = ovlp
     held: bool | str = hi < 0
     if not held and lo <= 0 and hi - lo >= SELF_KD_LIFT:
@@ -1086,7 +1082,8 @@ def _overlapped(tables, cfg: RelaxedConfig) -> Outcome:
     seen = rows(seeded, exit="aggressive")
     share = {d: f"{int(g['seen_in_uptraining'].sum())} / {int(g['windows'].sum())}" for d, g in seen.groupby("data")}
     measured = (f"recursive Agg({cfg.exit_coef:g}), overlapped - new tokens, {changes[1][3]} seeds paired, mean [95 % "
-                f"interval] in nats: loop 1 {_ci(changes[1])}, final {_ci(changes[cfg.n_loops])} (the paper: "
+                f"interval] in nats: loop 1 {fmt_ci(*changes[1][:3])}, final "
+                f"{fmt_ci(*changes[cfg.n_loops][:3])} (the paper: "
                 f"{nats(14.55, 14.49):+.3f} / {nats(12.37, 12.34):+.3f}); windows the uptraining had read: "
                 + ", ".join(f"{d} {v}" for d, v in share.items()))
     if any(lo > 0 or hi < 0 for _, lo, hi, _ in changes.values()):

@@ -114,11 +114,8 @@ def uptraining_indices(cfg: RelaxedConfig, n_windows: int) -> torch.Tensor:
     """The training windows the main recursive model's uptraining read, in its order: `steps` batches of the sampler
     `rlib.train.train` builds from its train config (epoch 0 of a seeded permutation; a second epoch where the
     steps outrun one)."""
-    parent = main_variants(cfg)[0]
-    train_cfg = cfg.train_config(parent)
-    sampler = WindowSampler(n_windows, train_cfg.batch_size, seed=train_cfg.seed)
-    batches = iter(sampler.infinite())
-    return torch.tensor([i for _ in range(train_cfg.max_steps) for i in next(batches)])  # [steps * batch]
+    train_cfg = cfg.train_config(main_variants(cfg)[0])
+    return _windows_read(n_windows, train_cfg.batch_size, train_cfg.max_steps, train_cfg.seed)  # [steps * batch]
 
 
 def _train_seed(cfg: RelaxedConfig, post: PostRun) -> int:
@@ -128,6 +125,7 @@ def _train_seed(cfg: RelaxedConfig, post: PostRun) -> int:
 
 
 def _windows_read(n_windows: int, batch_size: int, steps: int, seed: int) -> torch.Tensor:
+    """The window indices `steps` batches of `rlib.train.train`'s sampler hand out, in order."""
     batches = iter(WindowSampler(n_windows, batch_size, seed=seed).infinite())
     return torch.tensor([i for _ in range(steps) for i in next(batches)])
 
@@ -149,9 +147,9 @@ def run_in_slot(post: PostRun, slot: run_cache.RunSlot, cfg: RelaxedConfig, work
     read = _windows_read(len(windows), train_cfg.batch_size, train_cfg.max_steps, train_cfg.seed)
     if post.data == "overlapped":
         read = uptrained[read]  # subset positions -> corpus windows
-    loss = early_exit.ExitLoss(wrapped, "aggressive", coef=cfg.exit_coef, kd=post.exit == "aggressive_kd")
+    exit_loss = early_exit.ExitLoss(wrapped, "aggressive", coef=cfg.exit_coef, kd=post.exit == "aggressive_kd")
     result = train(wrapped, windows, train_cfg, slot.train_dir, val_windows=ch01.val_windows(cfg, cfg.train_corpus),
-                   hooks=[loss])
+                   hooks=[exit_loss])
     slot.drop_checkpoint()
     held = ch01.held_windows(cfg)
     after = experiments.evaluate(model, cfg, {cfg.train_corpus: held[cfg.train_corpus]})

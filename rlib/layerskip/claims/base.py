@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rlib.book.judging import fmt_ci  # the chapter's claim modules read it from here
 from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decoding import vocab_rows
 
@@ -119,10 +120,6 @@ def diff_ci(p1: float, n1: int, p2: float, n2: int) -> tuple[float, float, float
     approximation; per-item pairs are not in the tables, so the interval is conservative for paired items)."""
     half = Z95 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
     return p2 - p1, p2 - p1 - half, p2 - p1 + half
-
-
-def fmt_ci(diff: float, lo: float, hi: float, scale: float = 1.0, digits: int = 3) -> str:
-    return f"{scale * diff:+.{digits}f} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}]"
 
 
 # ------------------------------------------------------------------------------------------------ decoding tables
