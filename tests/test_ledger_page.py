@@ -160,26 +160,10 @@ KNOWN_DRIFT = {
     # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     ("cpu-long", "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured"),
-    # 2026-12-05: an audit of chapter 02's claims against paper 000's text: App. J's self-distillation claim on the
-    # loop-1 lift the paper states (the final-loop bound is the book's own, .ours), §3.8's "up to 2-3x" as a range
-    # (Δ_V 4.55 lies above it; the floor-only test is .ours), Table I.1's longer-uptraining gain on the recursive
-    # Stepwise model (relaxed run: .ours), and §3.5's "at full rank, relaxed models can perfectly match" as a capacity
-    # statement, judged on the norm-folded full-rank model (step0_folded; Eq. 4's own init is the .ours entry), with
-    # App. K's "even without continuous batching" a new claim; the cpu rows went when chapter 02's cpu run was
-    # promoted again the same evening
-    ("cpu-long", "02_relaxed_recursion", "rrt.tabJ1.self_kd_lifts_loop1"): ("not held", "held"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.tabJ1.self_kd_lifts_loop1.ours"): (None, "not held"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.s3_8.speedup_2_3x"): ("held", "not held"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.s3_8.speedup_2_3x.ours"): (None, "held"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("not held", "not measured"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): (None, "not held"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.appK.static_memory_beats_vanilla"): (None, "not measured"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps"): ("held", "not measured"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.tabI1.longer_uptraining_helps.ours"): (None, "held"),
     # 2026-12-05: App. J's 'no significant differences ... overlapped uptraining dataset versus new tokens', judged on
-    # the post_seeds study (rlib.relaxed.post_seeds, cpu-long's; the cpu profile does not run it)
+    # the post_seeds study (rlib.relaxed.post_seeds, cpu-long's; the cpu profile does not run it; the cpu-long rows
+    # of chapter 02 went with its cpu-long run of 2026-12-06, at efdc08d)
     ("cpu", "02_relaxed_recursion", "rrt.appJ.overlapped_matches_new"): (None, "not measured"),
-    ("cpu-long", "02_relaxed_recursion", "rrt.appJ.overlapped_matches_new"): (None, "not measured"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
     # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
     ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),
