@@ -164,6 +164,8 @@ KNOWN_DRIFT = {
     # the post_seeds study (rlib.relaxed.post_seeds, cpu-long's; the cpu profile does not run it; the cpu-long rows
     # of chapter 02 went with its cpu-long run of 2026-12-06, at efdc08d)
     ("cpu", "02_relaxed_recursion", "rrt.appJ.overlapped_matches_new"): (None, "not measured"),
+    # 2026-12-06: Table G.1's FFN-hurts-most judged on seed-paired intervals (FFN minus each group), not on the means
+    ("cpu-long", "02_relaxed_recursion", "rrt.tabG1.per_module_rank"): ("held", "not testable at this scale"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
     # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
     ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),
