@@ -162,9 +162,9 @@ SPECS = (
           "54.2, 12.10), halving Q and Out (53.9) or KV (54.1) costs less; 128/128/128/64 drops to 51.9.",
           "module_ranks: the main relaxed model (Average, SVD, the largest rank) with Table G.1's groups halved in "
           "turn (Q + Out, KV, FFN, all attention), each beside the all-equal model of the same seed: the mean NLL "
-          "increase over seeds is largest for FFN, judged on FFN minus each other group paired by seed (held where every "
-          "95 % t-interval lies above 0; not testable at this scale where one reaches 0 and is at least as wide as "
-          "the paper's FFN lead over the next group) (the paper at rank 256: FFN "
+          "increase over seeds is largest for FFN, judged on FFN minus each other group paired by seed (held where "
+          "every 95 % t-interval lies above 0; not testable at this scale where one reaches 0 and is at least as "
+          "wide as the paper's FFN lead over the next group) (the paper at rank 256: FFN "
           f"+{nats(12.56, 12.10):.4f}, attention +{nats(12.36, 12.10):.4f}, KV +{nats(12.33, 12.10):.4f}, Q + Out "
           f"+{nats(12.27, 12.10):.4f} nats).", "module_ranks.csv"),
     _spec("rrt.tabH1.prefix_relaxation_weak", "§2.3, App. H, Table H.1",
@@ -799,8 +799,8 @@ def _per_module_rank(tables, cfg: RelaxedConfig) -> Outcome:
     order = stats.sort_values("mean", ascending=False)
     measured = "mean NLL increase over seeds: " + ", ".join(
         f"{g} {r['mean']:+.4f}" + (f" ± {r['std'] / math.sqrt(r['count']):.4f}" if r["count"] > 1 else "")
-        for g, r in order.iterrows()) + f" (seeds {sorted(int(v) for v in halved['seed'].unique())}, rank {_top(cfg)} halved to " \
-        f"{_top(cfg) // 2}; the paper: FFN {nats(12.56, 12.10):+.4f} largest)"
+        for g, r in order.iterrows()) + f" (seeds {sorted(int(v) for v in halved['seed'].unique())}, rank " \
+        f"{_top(cfg)} halved to {_top(cfg) // 2}; the paper: FFN {nats(12.56, 12.10):+.4f} largest)"
     top_other = order.drop("ffn").iloc[0]
     counts = int(stats["count"].min())
     if counts < 2:
