@@ -808,8 +808,7 @@ def _per_module_rank(tables, cfg: RelaxedConfig) -> Outcome:
         return Outcome(held, measured, ("budget", "one seed per row: the paper's FFN leads the next group by "
                                                   f"{G1_FFN_LEAD:.3f} nats, which needs >= 3 seeds to separate"))
     # FFN against every other group, paired by seed: held only where each interval lies above 0 (issue 25's rule)
-    by_seed = halved.pivot_table(index="seed", columns="halved", values="delta")  # [seeds, groups]
-    gaps = {g: mean_interval((by_seed["ffn"] - by_seed[g]).dropna()) for g in by_seed.columns if g != "ffn"}
+    gaps = {g: mean_interval(paired(halved, "delta", "halved", g, "ffn")) for g in stats.index if g != "ffn"}
     measured += "; FFN minus each group, seed-paired, mean [95 % t-interval]: " + ", ".join(
         f"{g} {fmt_ci(*ci)}" for g, ci in gaps.items())
     held: bool | str = all(lo > 0 for _, lo, _ in gaps.values())
