@@ -133,8 +133,9 @@ def test_decode_check_trains_decodes_and_judges_a_study_alone(tmp_path, monkeypa
 
 
 def test_greedy_distinct_2_is_the_autoregressive_rows_diversity(model):
+    from rlib.diversity import distinct_2
     from rlib.layerskip.decode_study import greedy_check
-    from rlib.layerskip.decoding import distinct_2, greedy_distinct_2
+    from rlib.layerskip.decoding import greedy_distinct_2
 
     prompts = [ids(1, 5, seed=s) for s in (1, 2, 3)]
     values = greedy_distinct_2(model, prompts, 12)

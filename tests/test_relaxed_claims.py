@@ -636,3 +636,43 @@ def test_short_context_share_is_judged_by_the_interval_over_interleaved_rounds()
     assert "within this host's timing noise" in row["evidence"]
     # the rounds take precedence over pass_times' single timings, which alone say "no interval"
     assert "no interval" in judge(throughput_tables(), CFG, "cpu").finish().set_index("id").loc[claim, "measured"]
+
+
+def rank_rounds(costs: dict[str, list[float]]) -> pd.DataFrame:
+    """Interleaved timing rounds at batch 8 for Table K.1's rank costs: in round i each relaxed model's short-context
+    pass takes the recursive model's x (1 + costs[model][i]); long context keeps the same ratios."""
+    rows = []
+    for i in range(len(next(iter(costs.values())))):
+        for context, base in (("short", 20.0), ("long", 36.0)):
+            ms = {"recursive": base, **{m: base * (1 + c[i]) for m, c in costs.items()}}
+            rows += [{"round": i, "model": m, "context": context, "batch": 8,
+                      "position": 100 if context == "short" else 1000, "ms_per_pass": v} for m, v in ms.items()]
+    return pd.DataFrame(rows)
+
+
+def test_rank_cost_is_judged_on_interleaved_rounds_where_every_rank_was_timed():
+    claim = "rrt.tabK1_K2.lora_cost_and_rank_tradeoff"
+    rising = {"relaxed r=8": [0.20, 0.22, 0.18, 0.21, 0.19, 0.20, 0.23],
+              "relaxed r=16": [0.25, 0.27, 0.24, 0.26, 0.25, 0.24, 0.28]}
+    ledger = judge({**throughput_tables(), "context_share": rank_rounds(rising)}, CFG, "cpu").finish()
+    assert check_ledger(ledger) == []
+    row = ledger.set_index("id").loc[claim]
+    assert row["verdict"] == "held"
+    assert "median of 7 interleaved rounds (98.4% order-statistic intervals): r=8 +20.0% [+18.0%, +23.0%]" in \
+        row["measured"]
+    # the higher rank costs less in every round: the rounds refute "non-decreasing in rank"
+    falling = {"relaxed r=8": rising["relaxed r=16"], "relaxed r=16": rising["relaxed r=8"]}
+    row = judge({**throughput_tables(), "context_share": rank_rounds(falling)}, CFG, "cpu").finish().set_index(
+        "id").loc[claim]
+    assert (row["verdict"], row["diagnosis"]) == ("not held", "setup")
+    assert "merged multi-LoRA kernel" in row["evidence"]
+    # a step that straddles 0 cannot refute it: with every overhead above 0 the claim still holds
+    level = {"relaxed r=8": rising["relaxed r=8"], "relaxed r=16": [0.21, 0.19, 0.22, 0.18, 0.20, 0.22, 0.19]}
+    assert judge({**throughput_tables(), "context_share": rank_rounds(level)}, CFG, "cpu").finish().set_index(
+        "id").loc[claim, "verdict"] == "held"
+    # the costs hold but a relaxed model's oracle throughput beats the recursive model's: the evidence names each
+    # model's batch and oracle exit loop, what the simulation's throughput also follows
+    row = judge({**throughput_tables(relaxed16_oracle=205.0), "context_share": rank_rounds(rising)}, CFG,
+                "cpu").finish().set_index("id").loc[claim]
+    assert (row["verdict"], row["diagnosis"]) == ("not held", "budget")
+    assert "relaxed r=16 batch 14, mean exit loop 1.350" in row["evidence"]

@@ -7,8 +7,9 @@ import copy
 import pytest
 import torch
 
-from rlib import looping
+from rlib import corpora, data, looping
 from rlib.config import ConfigError
+from rlib.diversity import distinct_2
 from rlib.looping import Looping
 from rlib.model import ExecutionPlan
 from rlib.serving import Request, make_engine, memory
@@ -133,5 +134,11 @@ def test_paragraph_requests_take_real_prompts_and_varied_reply_lengths():
     summary = length_summary(reqs)
     assert summary["reply_p25"] <= summary["reply_median"] <= summary["reply_p75"] <= summary["reply_max"]
     assert reqs == paragraph_requests("shakespeare", "smollm2-135m", n=24, prefix=16, decode=40)  # seeded
+    # each carries its paragraph's own tokens, the text App. K's oracle reads as if the model had generated it
+    assert all(len(r.reference) == r.max_new_tokens for r in reqs)
+    tok = data.load_tokenizer("smollm2-135m")
+    corpus = "".join(doc.text for doc in corpora.documents_in("shakespeare", "test"))
+    assert all(tok.decode(list(r.reference)).strip() in corpus for r in reqs[:6])
+    assert distinct_2(reqs[0].reference) > 0.5  # real text, not a loop
     with pytest.raises(ConfigError, match="lower n or prefix"):
         paragraph_requests("shakespeare", "smollm2-135m", n=10 ** 6, prefix=16, decode=40)

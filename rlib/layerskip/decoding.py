@@ -15,8 +15,9 @@ Two methods timed in the same round met the same machine, so the ratio of their 
 measurement; `paired_ratios` gives one per round, and `rlib.rounds.median_interval` their median with a
 distribution-free interval. The cache-reuse claims (Table 6) are judged this way: kvq against kv and none differ by a
 few per cent, less than one timing's noise on a shared CPU.
-`distinct_2` (distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy repetition
-loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the exit.
+`distinct_2` (`rlib.diversity`: distinct bigrams over bigrams of the generated tokens, mean over prompts) flags greedy
+repetition loops: a looping continuation is easy for any exit to draft, so acceptance there says little about the
+exit.
 `greedy_distinct_2` measures it on the full model's greedy output alone, for a study that decodes by sampling.
 
 `sampling` (ours, `rlib.layerskip.sampling`) decodes every one of our methods by Gumbel-max sampling at its
@@ -50,6 +51,7 @@ import pandas as pd
 import torch
 
 from rlib.config import ConfigError
+from rlib.diversity import distinct_2
 from rlib.layerskip.draft_verify import OFFICIAL_DRAFTING, DraftExit, SkipSet, draft_verify_generate
 from rlib.layerskip.peer import hf_early_exit_generate, hf_greedy_generate
 from rlib.layerskip.sampling import Sampling
@@ -58,7 +60,7 @@ from rlib.model import Decoder
 from rlib.model.decode_matmul import fast_decoding
 from rlib.progress import progress
 
-__all__ = ["METHODS", "DecodeCase", "OutputLog", "TimingLog", "benchmark_decoding", "decode_cases", "distinct_2",
+__all__ = ["METHODS", "DecodeCase", "OutputLog", "TimingLog", "benchmark_decoding", "decode_cases",
            "draft_verify_case", "draft_vocabulary", "greedy_distinct_2", "paired_ratios", "predicted_speedup",
            "run_case", "vocab_rows"]
 
@@ -169,12 +171,6 @@ def draft_verify_case(skip: SkipSet, drafting: DraftExit = OFFICIAL_DRAFTING) ->
 def predicted_speedup(acceptance: float, n_draft: int, exit_layer: int, n_layers: int, rho: float = 1.0) -> float:
     """S_pred of the layer-count model (module docstring)."""
     return (acceptance * n_draft + 1) * n_layers / ((n_draft + 1) * exit_layer + rho * (n_layers - exit_layer))
-
-
-def distinct_2(tokens: list[int]) -> float:
-    """Distinct bigrams over bigrams of a token sequence (1.0 for fewer than two tokens)."""
-    pairs = list(zip(tokens[:-1], tokens[1:]))
-    return len(set(pairs)) / len(pairs) if pairs else 1.0
 
 
 @torch.inference_mode()

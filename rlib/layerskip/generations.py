@@ -25,8 +25,8 @@ import pandas as pd
 import torch
 
 from rlib.config import ConfigError
+from rlib.diversity import distinct_2
 from rlib.layerskip.claims.base import GATE  # the chapter's distinct-2 gate
-from rlib.layerskip.decoding import distinct_2
 from rlib.layerskip.sampling import Sampling, TokenChooser, sampled_generate
 from rlib.layerskip.speculative import early_exit_generate, self_speculative_generate
 from rlib.model import Decoder

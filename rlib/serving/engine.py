@@ -48,6 +48,8 @@ class Request:
     prompt: list[int]
     max_new_tokens: int
     eos_ids: tuple[int, ...] = ()
+    reference: tuple[int, ...] = ()  # the corpus's own continuation where the workload has one (never decoded; App. K's
+    # oracle exits are read on it, as if the model had generated it)
 
 
 @dataclass
