@@ -176,26 +176,30 @@ def test_one_engine_gives_plain_greedy_decoding_for_every_model_family(family):
     assert isinstance(engine.program, LoopedProgram) != family.startswith("mor")
 
 
-def test_context_share_rounds_time_every_looped_model_at_both_contexts_in_alternating_order(monkeypatch):
+def test_pass_rounds_time_every_model_batch_and_context_in_alternating_order(monkeypatch):
     import dataclasses
 
     from rlib.relaxed import throughput
     from rlib.relaxed.config import RelaxedConfig
 
-    cfg = dataclasses.replace(RelaxedConfig.preset("smoke"), long_context=24, pass_repeats=1)
+    cfg = dataclasses.replace(RelaxedConfig.preset("smoke"), long_context=24, pass_repeats=1, max_batch=2)
     models = {throughput.VANILLA: MODELS["llama-plain"], "recursive": MODELS["llama-looped"],
               "relaxed r=3": MODELS["llama-relaxed"]}
+    batch_of = {throughput.VANILLA: 2, "recursive": 3, "relaxed r=3": 2}
     order = []
     real = throughput._pass_ms
 
     def spy(engine, batch, position, repeats):
-        order.append((engine.program.model, position))
+        order.append((id(engine.program.model), batch, position))
         return real(engine, batch, position, repeats)
 
     monkeypatch.setattr(throughput, "_pass_ms", spy)
-    table = throughput._context_share_rounds(models, cfg, batch=2, position=5, max_len=12)
-    assert len(table) == throughput.CONTEXT_ROUNDS * 4 and (table["ms_per_pass"] > 0).all()
-    assert set(table["model"]) == {"recursive", "relaxed r=3"}  # the vanilla model has no LoRA share to compare
+    table = throughput._pass_rounds(models, cfg, batch_of, position=5, max_len=12)
+    per_round = 2 * (2 + 3 + 2)  # two contexts x the batches {1, vanilla batch 2, own cap} of each model
+    assert len(table) == throughput.PASS_ROUNDS * per_round and (table["ms_per_pass"] > 0).all()
+    assert set(table["model"]) == set(models)
     assert set(zip(table["context"], table["position"])) == {("short", 5), ("long", 24)}
-    first, second = order[:4], order[4:8]
+    assert set(table.loc[table.model == "recursive", "batch"]) == {1, 2, 3}
+    first, second = order[:per_round], order[per_round:2 * per_round]
     assert second == first[::-1]  # every other round reversed: a drift of the host's speed falls on all alike
+    assert sorted(first) == sorted(order[2 * per_round:3 * per_round])  # every round visits every setting once
