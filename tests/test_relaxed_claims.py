@@ -676,3 +676,17 @@ def test_rank_cost_is_judged_on_interleaved_rounds_where_every_rank_was_timed():
                 "cpu").finish().set_index("id").loc[claim]
     assert (row["verdict"], row["diagnosis"]) == ("not held", "budget")
     assert "relaxed r=16 batch 14, mean exit loop 1.350" in row["evidence"]
+
+
+def test_engine_exit_claims_name_how_repetitive_the_decoded_text_was():
+    tables = throughput_tables()
+    tables["throughput_measured"] = tables["throughput_measured"].assign(distinct_2=0.31)
+    tables["workload"] = tables["workload"].assign(reference_distinct_2=0.98)
+    ledger = judge(tables, CFG, "cpu").finish().set_index("id")
+    text = ("its greedy output's distinct-2 0.31 (the corpus's own paragraphs 0.98), 40.0% of its tokens leaving after "
+            "loop 1 against 45.0% on test text")
+    assert text in ledger.loc["rrt.ours.engine_cdb_exit_measured", "measured"]
+    assert text in ledger.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]
+    # tables written before the column: the claim reads as before
+    old = judge(throughput_tables(), CFG, "cpu").finish().set_index("id")
+    assert "distinct-2" not in old.loc["rrt.ours.engine_cdb_exit_measured", "measured"]

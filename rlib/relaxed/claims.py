@@ -1438,6 +1438,24 @@ def _static_memory(tables, cfg: RelaxedConfig) -> Outcome:
     return Outcome(r_batch > v_batch and r_tps > v_tps, measured, ("setup", why))
 
 
+def _own_output(tables, row: pd.Series) -> str:
+    """What an engine run with exits decoded: its greedy output's distinct-2 beside the corpus paragraphs' (a looping
+    output lets loop 1 agree with the last loop more often than real text does) and, where the exit rules were also
+    tried on test text, the share leaving after loop 1 there. Empty for tables written before those columns."""
+    if "distinct_2" not in row.index or pd.isna(row["distinct_2"]):
+        return ""
+    text = f"; its greedy output's distinct-2 {row['distinct_2']:.2f}"
+    work = tables.get("workload")
+    if work is not None and "reference_distinct_2" in work:
+        text += f" (the corpus's own paragraphs {float(work['reference_distinct_2'].iloc[0]):.2f})"
+    report = tables.get("exit_rules")
+    if report is not None and len(rows(report, model=row["model"], rule=row["exit_rule"])):
+        test = rows(report, model=row["model"], rule=row["exit_rule"]).iloc[0]
+        text += (f", {row['exit_share_loop1']:.1%} of its tokens leaving after loop 1 against "
+                 f"{test['exit_share_loop1']:.1%} on test text")
+    return text
+
+
 @rules("rrt.ours.engine_cdb_exit_measured", "throughput_measured")
 def _engine(tables, cfg: RelaxedConfig) -> Outcome:
     vanilla = max(_vanilla_row(tables, s)["decode_tokens_per_s"] for s in ("static", "csb"))
@@ -1448,6 +1466,7 @@ def _engine(tables, cfg: RelaxedConfig) -> Outcome:
                 f"{without['decode_tokens_per_s']:.1f}; vanilla (best of static / csb, batch "
                 f"{int(_vanilla_row(tables, 'static')['batch'])}) {vanilla:.1f}")
     held = with_exit["decode_tokens_per_s"] > without["decode_tokens_per_s"] > vanilla
+    measured += _own_output(tables, with_exit)
     step = sum(with_exit[f"{p}_s"] for p in ("blocks", "exit_decision", "head", "kv_fill"))
     evidence = (f"{measured}; the exit step's time: blocks {with_exit['blocks_s'] / step:.0%}, decision "
                 f"{with_exit['exit_decision_s'] / step:.0%}, head {with_exit['head_s'] / step:.0%}, KV filling "
@@ -1465,7 +1484,8 @@ def _equal_memory(tables, cfg: RelaxedConfig) -> Outcome:
                 f"{best['decode_tokens_per_s']:.1f} tok/s vs vanilla static at batch {int(static['batch'])} "
                 f"({static['memory_mib']:.0f} MiB) {static['decode_tokens_per_s']:.1f}: {speedup:.2f}x; "
                 f"{best['decode_tokens_per_s'] / ceiling:.0%} of the ceiling {ceiling:.1f} tok/s "
-                f"(batch / (t_pass x mean exit loop {_sim(tables, 'recursive', 'classifier', 'mean_exit_loop'):.3f}))")
+                f"(batch / (t_pass x mean exit loop {_sim(tables, 'recursive', 'classifier', 'mean_exit_loop'):.3f}))"
+                + _own_output(tables, best))
     step = sum(best[f"{p}_s"] for p in ("blocks", "exit_decision", "head", "kv_fill"))
     evidence = (f"{measured}; mean busy {best['mean_busy']:.1f} of {int(best['batch'])} slots against vanilla static's "
                 f"{static['mean_busy']:.1f} of {int(static['batch'])}; step time: blocks "
