@@ -160,8 +160,6 @@ KNOWN_DRIFT = {
     # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     ("cpu-long", "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured"),
-    # 2026-12-06: Table G.1's FFN-hurts-most judged on seed-paired intervals (FFN minus each group), not on the means
-    ("cpu-long", "02_relaxed_recursion", "rrt.tabG1.per_module_rank"): ("held", "not testable at this scale"),
     # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
     # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
     ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),
