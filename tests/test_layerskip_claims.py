@@ -189,6 +189,16 @@ def test_probe_claim_reads_layers_needed():
     assert worse["verdict"] == N and "gutenberg-poetry" in worse["evidence"]
 
 
+def test_fig2_claim_names_how_repetitive_the_probed_continuation_was():
+    looping = pd.DataFrame({"token": [5, 6] * 4, "first": [20, 21] * 4, "stable": [25, 26] * 4})
+    found = {"layers_needed": tables.probe_summary({"pretrained": looping}, n_layers=30)}
+    assert "the greedy continuation's distinct-2 0.29" in judged(found).loc["ls.fig2.pretrained_layers_needed",
+                                                                             "measured"]  # 2 of 7 bigrams
+    # a table written before the column (no tokens): the claim reads as before
+    found = {"layers_needed": tables.probe_summary({"pretrained": looping.drop(columns="token")}, n_layers=30)}
+    assert "distinct-2" not in judged(found).loc["ls.fig2.pretrained_layers_needed", "measured"]
+
+
 # ------------------------------------------------------------------------------------------ pretrained studies
 def _study_run(study: str, recipe: str, ppl: dict[int, float], acc: dict[int, float]) -> dict:
     return {"name": f"{study}-{recipe}", "study": study, "recipe": recipe,

@@ -45,6 +45,8 @@ def layers_needed(ctx: Context) -> Verdict:
     measured = (f"pretrained: mean first {row['mean_first']:.2f} of {layers:.0f} layers (saving bound {bound:.1%}), "
                 f"stable {row['mean_stable']:.2f} ({row['saving_bound_stable']:.1%}); {row['tokens']} tokens of "
                 f"one prompt; the paper {PAPER_FIRST} of {PAPER_DEPTH} ({paper:.1%})")
+    if "distinct_2" in row.index and not pd.isna(row["distinct_2"]):
+        measured += f"; the greedy continuation's distinct-2 {row['distinct_2']:.2f}"
     return Verdict(abs(bound - paper) <= 0.05, measured, lambda: (
         "scale", f"one prompt and {row['tokens']} tokens on a {layers:.0f}-layer 135M model give a saving bound of "
                  f"{bound:.1%}, against the paper's {paper:.1%} on Llama1 7B"))
