@@ -282,3 +282,23 @@ def test_the_oracle_exit_loops_are_read_on_the_text_given():
     assert got[2] == [cfg.n_loops] and all(1 <= j <= cfg.n_loops for x in got for j in x)
     top, _ = early_exit.exit_predictions(model, torch.tensor([prompt + real]), early_exit.loop_exits(model, 2))
     assert got[0] == early_exit.oracle_exit_loops(top)[0, len(prompt):-1].tolist()
+
+
+def test_the_throughput_figure_sets_the_own_output_oracle_beside_the_papers():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from rlib.relaxed.plots import plot_throughput
+    from rlib.relaxed.throughput import OWN_OUTPUT_ORACLE
+
+    measured = pd.DataFrame([{"model": "recursive", "scheduler": "cdb", "exit_rule": "none", "batch": 8,
+                              "decode_tokens_per_s": 50.0}])
+    simulated = pd.DataFrame([{"model": "recursive", "scheduler": "cdb", "exits": e, "batch": 8, "tokens_per_s": v}
+                              for e, v in (("none", 55.0), ("oracle", 80.0), (OWN_OUTPUT_ORACLE, 90.0))])
+    fig = plot_throughput(measured, simulated, "throughput")
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks == ["recursive · cdb · no exit · batch 8", "recursive · cdb · oracle exit · batch 8"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()] if fig.axes[0].get_legend() else [
+        t.get_text() for t in fig.legends[0].get_texts()]
+    assert "simulated, oracle on its own greedy output (ours)" in legend
+    plt.close(fig)

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from rlib import looping
 from rlib.plotting import PALETTE, grouped_bars, loop_colours, new_figure, plot_training_curves
+from rlib.relaxed.throughput import OWN_OUTPUT_ORACLE
 
 __all__ = ["plot_exits", "plot_pass_times", "plot_post_seeds", "plot_rank_sweep", "plot_relaxation", "plot_step0",
            "plot_step_time", "plot_throughput", "plot_training_loss"]
@@ -182,11 +183,15 @@ def _setting(r) -> str:
 
 def plot_throughput(measured: pd.DataFrame, simulated: pd.DataFrame, title: str) -> Figure:
     """Decode tokens/s per model, scheduler, exit rule and batch: the engine's measurement (prefill time excluded, as
-    in the simulation), the paper's simulation over the same exit loops, and the closed-form ceiling."""
+    in the simulation) and the paper's simulation over the same exit loops. The oracle read on the model's own
+    output (ours, `OWN_OUTPUT_ORACLE`) stands beside the paper's oracle in the same group, in its own colour."""
     rows = [{"setting": _setting(r), "source": "measured (engine)", "tokens_per_s": r.decode_tokens_per_s}
             for r in measured.itertuples()]
     for r in simulated.itertuples():
-        rows.append({"setting": _setting(r), "source": "simulated (paper's model)", "tokens_per_s": r.tokens_per_s})
+        own = r.exits == OWN_OUTPUT_ORACLE
+        setting = _setting(r._replace(exits="oracle")) if own else _setting(r)
+        source = "simulated, oracle on its own greedy output (ours)" if own else "simulated (paper's model)"
+        rows.append({"setting": setting, "source": source, "tokens_per_s": r.tokens_per_s})
     fig = grouped_bars(pd.DataFrame(rows), "setting", "tokens_per_s", "source", log=False, fmt="{:.0f}", title=title,
                        xlabel="", ylabel="decode tokens / s")
     return _slanted(fig, 10, 4.6)
