@@ -560,9 +560,15 @@ def test_figure_7_and_9_claims_need_five_gate_passing_prompts_with_marked_errors
     good = figure_table("continual ld_ee", [3, 1, 5, 2, 4, 0], [0.9, 0.8, 0.7, 0.9, 0.6, 0.2])  # the loop is excluded
     ledger = judged({"generations_continual": good})
     assert ledger.loc[fig7, "verdict"] == H and "5 of 6 prompts pass the gate" in ledger.loc[fig7, "measured"]
-    clean = figure_table("continual ld_ee", [3, 0, 5, 2, 4], [0.9] * 5)
+    # a prompt on which the exit makes no error has nothing to fix: reported, and no contradiction of the figure
+    one_clean = figure_table("continual ld_ee", [3, 0, 5, 2, 4], [0.9] * 5)
+    ledger = judged({"generations_continual": one_clean})
+    assert ledger.loc[fig7, "verdict"] == H and "[0.07, 0.00, 0.12, 0.05, 0.10]" in ledger.loc[fig7, "measured"]
+    # an exit that never errs on any prompt: the figure's premise fails at this depth
+    clean = figure_table("continual ld_ee", [0] * 5, [0.9] * 5)
     ledger = judged({"generations_continual": clean})
     assert ledger.loc[fig7, "verdict"] == N and ledger.loc[fig7, "diagnosis"] == "disagrees with the paper"
+    assert "continual ld_ee: 5 of 5" in ledger.loc[fig7, "evidence"]
     few = figure_table("continual ld_ee", [3, 1, 5], [0.9, 0.1, 0.9])
     assert judged({"generations_continual": few}).loc[fig7, "verdict"] == T
     inexact = figure_table("continual ld_ee", [3, 1, 5, 2, 4], [0.9] * 5, exact=False)
@@ -618,7 +624,14 @@ def test_generation_quality_claims_need_each_interval_wholly_on_its_side():
 
     no_overlap = quality_rows(decoding).assign(rouge2=0.0)  # no output shares a bigram with its reference
     row = judged({"decoding": decoding, "decoding_quality": no_overlap}).loc[quality[0]]
-    assert row["verdict"] == N and row["diagnosis"] == "setup" and "(ROUGE-2 0)" in row["evidence"]
+    assert row["verdict"] == N and row["diagnosis"] == "setup"
+    assert "on 0 of 12 prompts (ROUGE-2 0.0000), so no share of it is defined" in row["evidence"]
+    # one accidental bigram on one prompt: a share exists but a resample without that prompt has no baseline
+    one_bigram = no_overlap.copy()
+    one_bigram.loc[(one_bigram["recipe"] == "baseline") & (one_bigram["prompt"] == 0), "rouge2"] = 0.09
+    row = judged({"decoding": decoding, "decoding_quality": one_bigram}).loc[quality[0]]
+    assert row["verdict"] == N and row["diagnosis"] == "setup"
+    assert "on 1 of 12 prompts (ROUGE-2 0.0075), so a share of it has no interval" in row["evidence"]
 
     plain_loops = scratch_decoding(plain_distinct=0.2)
     row = judged({"decoding": plain_loops, "decoding_quality": quality_rows(plain_loops)}).loc[quality[0]]

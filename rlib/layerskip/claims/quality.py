@@ -109,10 +109,17 @@ def generation_quality(ctx: Context, study: DecodingStudy, early_exit: bool = Tr
         return Verdict(False, measured, lambda: ("setup", f"the baseline's autoregressive output fails the gate "
                                                           f"(distinct-2 {failing:.2f} < {GATE}): a looping "
                                                           "continuation is no reference level"))
-    if base["rouge2"] == 0:  # no bigram of the baseline's output is in its reference, on any prompt
+    scored = ctx.table(quality_table(study))
+    baseline_scores = scored[(scored["recipe"] == PLAIN) & (scored["method"] == "autoregressive")]["rouge2"]
+    overlapping = int((baseline_scores > 0).sum())
+    if base["rouge2"] == 0 or any(math.isnan(row["ratio_lo"]) for row, _, _ in checked):
+        # no bigram of the baseline's output is in its reference on any prompt (no share is defined), or on so few
+        # that a bootstrap resample without them has no baseline (no share has an interval)
+        outcome = ("so no share of it is defined" if base["rouge2"] == 0 else
+                   "so a share of it has no interval: a bootstrap resample without those prompts has no baseline")
         return Verdict(False, measured, lambda: (
-            "setup", f"the baseline's autoregressive output shares no bigram with its reference on any of "
-                     f"{int(base['prompts'])} prompts (ROUGE-2 0), so no share of it is defined: a free continuation "
+            "setup", f"the baseline's autoregressive output shares a bigram with its reference on {overlapping} of "
+                     f"{int(base['prompts'])} prompts (ROUGE-2 {base['rouge2']:.4f}), {outcome}: a free continuation "
                      f"of {int(ar_row(decoding, PLAIN)['new_tokens'] / base['prompts'])} tokens against the corpus's "
                      "own is no summary of a document in the prompt (the paper's CNN/DM and XSUM); needs: references "
                      "a continuation overlaps, e.g. the code study's HumanEval solutions (cpu-long) or a summarization "

@@ -274,8 +274,9 @@ _PAPER_SPECS: tuple[ClaimSpec, ...] = (
         "contain incorrect phrases, which self-speculative decoding fixes by verifying with the remaining layers.",
         "NEW: for >= 5 gate-passing held-out prompts, the LD+EE continual model's early exit at E = 19 of 30 with "
         "every token marked that the full model would not produce, beside the self-speculative output; marked share "
-        "per prompt. Held when every such prompt's early exit has a marked token and every self-speculative output "
-        "equals greedy decoding (rule ours: the paper marks by hand).", "generations_continual"),
+        "per prompt. Held when the early exit has marked tokens on those prompts (the figure's errors; a prompt "
+        "without any is reported, it has nothing to fix) and every self-speculative output equals greedy decoding "
+        "(rule ours: the paper marks by hand).", "generations_continual"),
     # Code fine-tuning (Sec. 6.1, Fig. 10a)
     *_pair(_ls("ls.fig10a.code_middle_ppl", "Sec. 6.1 (Finetuning on Code Data), Fig. 10a; Table 1 The Stack row",
                "Llama1 7B fine-tuned on code: 'For earlier layers, LayerSkip is clearly better than the baseline' "
