@@ -48,7 +48,7 @@ EXPECTED_CPU = {
     "ls.tab10.acceptance_rises_with_e.scratch.ours": H, "ls.s8.recipe_required.scratch": T,
     "ls.s8.recipe_required.scratch.sampled": N, "ls.s8.recipe_required.scratch.ours": N, "ls.exact.continual": T,
     "ls.exact.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual": T,
-    "ls.tab10.acceptance_rises_with_e.continual.sampled": N, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
+    "ls.tab10.acceptance_rises_with_e.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
     "ls.s8.recipe_required.continual": T, "ls.s8.recipe_required.continual.sampled": N,
     "ls.s8.recipe_required.continual.ours": N, "ls.exact.code": M, "ls.exact.code.sampled": M,
     "ls.tab10.acceptance_rises_with_e.code": M, "ls.tab10.acceptance_rises_with_e.code.sampled": M,
@@ -93,8 +93,9 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts():
                                                                               "profile leaves it to cpu-long")
     assert "n = 100" in ledger.loc["ls.tab1.continual_middle_tasks", "measured"]  # issue 25 item 2's item count
     assert "identical to the sampled output (T=1)" in ledger.loc["ls.exact.scratch", "measured"]
-    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops
-    assert "LD+EE 0.13 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
+    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops (0.12 in the
+    # bf16 run promoted 2026-12-06, 0.13 in the AVX2 host's fp32 run before it)
+    assert "LD+EE 0.12 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
         ledger.loc["ls.exact.scratch", "measured"]
     assert "(greedy_check_continual), below the 0.5 gate" in ledger.loc["ls.exact.continual", "measured"]
 
