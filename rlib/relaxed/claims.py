@@ -1265,6 +1265,10 @@ def _relaxed_ranks(tables) -> list[int]:
     return sorted(int(m.group(1)) for m in (re.fullmatch(r"relaxed r=(\d+)", x) for x in sim["model"].unique()) if m)
 
 
+def _pct_ci(mid: float, lo: float, hi: float) -> str:
+    return f"{mid:+.1%} [{lo:+.1%}, {hi:+.1%}]"
+
+
 def _rank_pass_costs(tables, cfg: RelaxedConfig, labels: list[str]) -> tuple[bool, str]:
     """Table K.1's half: each relaxed model's block pass time over the recursive model's, minus 1, at the vanilla
     batch and the workload's context. From `context_share`'s interleaved rounds where written (each round's ratios
@@ -1283,9 +1287,8 @@ def _rank_pass_costs(tables, cfg: RelaxedConfig, labels: list[str]) -> tuple[boo
         batch = int(rounds["batch"].iloc[0])
         text = (f"pass over the recursive model's at batch {batch}, median of {len(ms)} interleaved rounds "
                 f"({coverage(len(ms)):.1%} order-statistic intervals): "
-                + ", ".join(f"{m.removeprefix('relaxed ')} {mid:+.1%} [{lo:+.1%}, {hi:+.1%}]"
-                            for m, (mid, lo, hi) in zip(labels, each))
-                + "; step to the next rank " + ", ".join(f"{mid:+.1%} [{lo:+.1%}, {hi:+.1%}]" for mid, lo, hi in steps))
+                + ", ".join(f"{m.removeprefix('relaxed ')} {_pct_ci(*ci)}" for m, ci in zip(labels, each))
+                + "; step to the next rank " + ", ".join(_pct_ci(*ci) for ci in steps))
         return held, text
     base = _pass_ratio(tables, cfg, "recursive")
     cost = [_pass_ratio(tables, cfg, m) / base - 1 for m in labels]
@@ -1449,8 +1452,9 @@ def _own_output(tables, row: pd.Series) -> str:
     if work is not None and "reference_distinct_2" in work:
         text += f" (the corpus's own paragraphs {float(work['reference_distinct_2'].iloc[0]):.2f})"
     report = tables.get("exit_rules")
-    if report is not None and len(rows(report, model=row["model"], rule=row["exit_rule"])):
-        test = rows(report, model=row["model"], rule=row["exit_rule"]).iloc[0]
+    tried = rows(report, model=row["model"], rule=row["exit_rule"]) if report is not None else []
+    if len(tried):
+        test = tried.iloc[0]
         text += (f", {row['exit_share_loop1']:.1%} of its tokens leaving after loop 1 against "
                  f"{test['exit_share_loop1']:.1%} on test text")
     return text
