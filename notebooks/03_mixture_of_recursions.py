@@ -294,13 +294,12 @@ kv_bytes = run.table(tables.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
 # batching. "B = Max" gives each MoR model the larger batch its smaller KV cache allows (Table 2), as the paper's
 # relative maximum batch does.
 #
-# The workload keeps the paper's ratio of generation length to training context (App. D: about 256 new tokens for
-# a 2,048-token context; here `seq_len / 8`) but not the rest of its protocol: the paper queues 1K requests that
-# start "without any input prefix" with lengths drawn from a normal distribution (its spread not given), while this
-# study prompts each request with `seq_len / 8` held-out tokens (so the requests differ; greedy decoding from an
-# empty prefix would give every request the same text) and generates the same number of tokens for each. With
-# continuous admission on both sides (vanilla's sequence-wise, MoR's depth-wise) equal lengths leave no slot idle
-# at the end of a request, so the spread of lengths matters less here than in RRT's static-batching comparison.
+# The workload follows App. D where a small run can: each request's generation length is drawn from a normal
+# distribution whose mean keeps the paper's ratio of generation length to training context (256 new tokens for a
+# 2,048-token context; here `seq_len / 8`), with a standard deviation of a quarter of the mean, which is ours (the
+# paper gives none), and every model serves the same requests. Two things differ: the paper queues 1K requests, here
+# 4 x `decode_windows`, and its requests start "without any input prefix", while these are each prompted with
+# `seq_len / 8` held-out tokens, since greedy decoding from an empty prefix would give every request the same text.
 
 # %%
 book.show_source(MoRProgram._recursion_pass)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -29,14 +30,15 @@ def _names() -> dict[str, str]:
 
 @pytest.fixture
 def fake_engines(monkeypatch):
-    names, calls = _names(), []
+    names, calls = _names(), SimpleNamespace(labels=[], requests=[])
 
     class Engine:
         def __init__(self, label: str, max_batch: int):
             self.label, self.max_batch, self.runs = label, max_batch, 0
 
         def run(self, requests):
-            calls.append(self.label)
+            calls.labels.append(self.label)
+            calls.requests.append(requests)
             speed = SPEED[self.label][self.runs] * (1 + 0.01 * (self.max_batch > 2))  # B = Max a little faster
             self.runs += 1
             return SimpleNamespace(decode_tokens_per_s=speed, tokens_per_s=speed / 2, mean_exit_loop=2.0,
@@ -53,14 +55,31 @@ def test_rounds_pair_every_model_with_vanilla(fake_engines):
     results = [{"name": name, "after": {"nll": 6.0}} for name in _names()]
     table = throughput.throughput_table(SMOKE, "unused", results, repeats=3).set_index(["model", "setting"])
     # each round runs every engine once, vanilla first: a slow spell hits a whole round, never one model
-    assert len(fake_engines) == 3 * len(table) and fake_engines[: len(table)][0] == "Vanilla"
-    assert fake_engines[: len(table)] == fake_engines[len(table): 2 * len(table)]
+    labels = fake_engines.labels
+    assert len(labels) == 3 * len(table) and labels[: len(table)][0] == "Vanilla"
+    assert labels[: len(table)] == labels[len(table): 2 * len(table)]
     mor = table.loc[("MoR EC", "B")]  # ratios 1.20, 1.22, 0.96 (the last round's MoR was slow)
     assert mor["speedup_vs_vanilla"] == pytest.approx(1.20)
     assert (mor["speedup_lo"], mor["speedup_hi"]) == (pytest.approx(0.96), pytest.approx(1.22))
     assert mor["decode_tokens_per_s"] == pytest.approx(96.0)  # the median round's throughput
     assert table.loc[("Vanilla", "B"), "speedup_lo"] == table.loc[("Vanilla", "B"), "speedup_hi"] == 1.0
     assert (table["rounds"] == 3).all()
+
+
+def test_every_model_serves_the_same_requests_of_app_d_varied_lengths(fake_engines):
+    """App. D: each request's generation length is drawn from a normal distribution; every model and round serves
+    the same requests, so the lengths never favour one model."""
+    results = [{"name": name, "after": {"nll": 6.0}} for name in _names()]
+    table = throughput.throughput_table(SMOKE, "unused", results, repeats=2)
+    first = fake_engines.requests[0]
+    assert all(reqs == first for reqs in fake_engines.requests)
+    lengths = [r.max_new_tokens for r in first]
+    mean = max(2, SMOKE.seq_len // 8)
+    assert len(set(lengths)) > 1 and min(lengths) >= 1 and max(lengths) <= 2 * mean - 1
+    assert all(len(r.prompt) == mean for r in first)
+    assert table["new_tokens_mean"].iloc[0] == pytest.approx(np.mean(lengths))
+    assert table["new_tokens_sd"].iloc[0] == pytest.approx(np.std(lengths))
+    assert (table["requests"] == len(first)).all()
 
 
 def test_repeats_must_be_positive(fake_engines):

@@ -58,14 +58,16 @@ def smollm2(ctx: Context):
     return model, label
 
 
-def _requests(vocab: int, n: int, prompt: int, new: int, seed: int = 0):
+def _requests(vocab: int, n: int, prompt: int, new: int | list[int], seed: int = 0):
+    """`n` requests of `prompt` random tokens each, generating `new` tokens (one count for all, or one per request)."""
     import torch
 
     from rlib.serving import Request
 
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab, (n, prompt), generator=gen)
-    return [Request(i, ids[i].tolist(), new) for i in range(n)]
+    lengths = [new] * n if isinstance(new, int) else new
+    return [Request(i, ids[i].tolist(), lengths[i]) for i in range(n)]
 
 
 def _engine_rows(models: dict, requests, max_batch: int, lora_impl: str | None, study: str, weights: str,
@@ -111,6 +113,8 @@ def depth_batching(ctx: Context, source, weights: str, dtype) -> list[dict]:
 def mor_decode(ctx: Context, dtype) -> list[dict]:
     from rlib.mor.config import MoRConfig, MoRVariant
     from rlib.mor.experiments import MAIN, make_model
+    from rlib.mor.throughput import LENGTH_SD
+    from rlib.serving.workload import normal_lengths
 
     cfg = MoRConfig.preset("smoke" if ctx.dry_run else "gpu")
     vocab = cfg.vocab_size or 8192
@@ -121,7 +125,8 @@ def mor_decode(ctx: Context, dtype) -> list[dict]:
         models[label] = (model, "continuous sequence-wise" if spec is None else "continuous depth-wise")
     n, prompt, new, batch = (4, 8, 4, 2) if ctx.dry_run else (128, 64, 64, 32)
     weights = f"random (chapter 03's {'smoke' if ctx.dry_run else 'gpu'} shape, d={cfg.d_model}, L={cfg.n_layers})"
-    return _engine_rows(models, _requests(vocab, n, prompt, new), batch, None, "mor_decode", weights, ctx)
+    lengths = normal_lengths(n, new, LENGTH_SD * new)  # App. D's normally distributed generation lengths, as chapter 03
+    return _engine_rows(models, _requests(vocab, n, prompt, lengths), batch, None, "mor_decode", weights, ctx)
 
 
 def self_speculative(ctx: Context, model, weights: str) -> list[dict]:

@@ -14,8 +14,13 @@ from rlib.mor.config import MoRConfig, MoRVariant
 from rlib.mor.experiments import MAIN, load_model
 from rlib.mor.flops import relative_max_batch
 from rlib.serving import Request, make_engine
+from rlib.serving.workload import normal_lengths
 
-__all__ = ["throughput_table"]
+__all__ = ["LENGTH_SD", "throughput_table"]
+
+# App. D draws each request's generation length from a normal distribution with a mean of 256 and gives no spread:
+# the book's spread is ours, a quarter of the mean (64 tokens at the paper's 256)
+LENGTH_SD = 0.25
 
 
 def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
@@ -29,14 +34,18 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
     round's ratio to vanilla, `speedup_lo` / `speedup_hi` its smallest and largest (the spread a verdict must
     clear); throughputs are medians over rounds.
 
-    Derived from the preset: 4 x `decode_windows` requests, prompts and generations of seq_len / 8 tokens each,
+    Derived from the preset: 4 x `decode_windows` requests, each prompted with seq_len / 8 held-out tokens and
+    generating a length drawn from a normal distribution with mean seq_len / 8 (App. D's 256 of a 2,048 context) and
+    standard deviation `LENGTH_SD` x the mean (ours: the paper gives none), the same requests for every model;
     B = batch_size / 2. MoR EC runs at the main Nr ("MoR EC") and at each of `extra_recursions` ("MoR-<Nr> EC"), as
     Fig. 4a compares Nr = 2, 3, 4; `nr` is each row's recursion count (0 for vanilla)."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
     n_req, length, batch = 4 * cfg.decode_windows, max(2, cfg.seq_len // 8), max(1, cfg.batch_size // 2)
-    prompts = cfg.text().heldout("test", n_req, seed=3)[:, :length]
-    requests = [Request(i, prompts[i].tolist(), length) for i in range(n_req)]
+    prompts = cfg.text().heldout("test", n_req, seed=3)[:, :length]  # [n_req, length]
+    new_tokens = normal_lengths(n_req, length, LENGTH_SD * length, seed=3)
+    requests = [Request(i, prompts[i].tolist(), new_tokens[i]) for i in range(n_req)]
+    max_len = length + max(new_tokens) + 1
     nll = {r["name"]: r["after"]["nll"] for r in results}
     specs = {"Vanilla": None, "Recursive": MAIN["rec"](cfg.n_recursions), "MoR EC": MAIN["ec"](cfg.n_recursions),
              "MoR EC KV share": MAIN["ec-share"](cfg.n_recursions), "MoR TC": MAIN["tc"](cfg.n_recursions),
@@ -46,7 +55,7 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
         name = MoRVariant(spec, "flops", cfg.seeds[0]).name
         model = load_model(work, name)
         settings = [("B", batch)] + ([("B = Max", relative_max_batch(spec, batch))] if spec is not None else [])
-        engines += [(label, setting, max_batch, name, make_engine(model, max_batch, 2 * length + 1))
+        engines += [(label, setting, max_batch, name, make_engine(model, max_batch, max_len))
                     for setting, max_batch in settings]
     rounds = [[engine.run(requests) for *_, engine in engines] for _ in range(repeats)]  # [repeats][engines]
     rows = []
@@ -60,5 +69,6 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
                      "tokens_per_s": float(np.median([x.tokens_per_s for x in runs])),
                      "mean_depth": runs[0].mean_exit_loop, "mean_busy": runs[0].mean_busy,
                      "speedup_vs_vanilla": float(np.median(ratios)), "speedup_lo": min(ratios),
-                     "speedup_hi": max(ratios), "rounds": repeats})
+                     "speedup_hi": max(ratios), "rounds": repeats, "requests": n_req,
+                     "new_tokens_mean": float(np.mean(new_tokens)), "new_tokens_sd": float(np.std(new_tokens))})
     return pd.DataFrame(rows)

@@ -5,7 +5,8 @@
     looped      LoopedProgram: plain / recursive / relaxed decoders, with early exit (RRT Sec. 2.4, 3.8)
     exits       exit rules: softmax confidence and a linear exit classifier, calibrated on held-out text
     memory      weights + KV bytes of a served model, and the largest batch under a memory budget (App. K.3)
-    workload    requests with a real corpus's prompt and reply lengths (the paper's varied test-set lengths)
+    workload    requests with a real corpus's prompt and reply lengths (RRT App. K's varied test-set lengths), and
+                normally distributed generation lengths (MoR App. D)
     simulate    the paper's scheduler simulation and closed form (RRT App. K, Tables K.1 / K.2)
 
 MoR's program lives with MoR (`rlib.mor.serving.MoRProgram`); `make_engine` picks the program for a model.
