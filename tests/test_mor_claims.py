@@ -29,16 +29,18 @@ COMMITTED = {
     "mor.tab3.mor_vs_vanilla_isoflop": "held",
     "mor.tab3.fixed_tokens_mor2": "held",
     "mor.tab3.fixed_tokens_mor2_accuracy": "not held",  # next line within chance for every model
-    "mor.tab3.fixed_tokens_time_memory": "not held",  # time 0.835x, memory 0.830x (paper 0.81, 0.75)
+    "mor.tab3.fixed_tokens_time_memory": "not held",  # time 0.836x, memory 0.886x (paper 0.81, 0.75)
     "mor.tab3.ec_beats_tc": "held",
     "mor.tab3.kv_share_isoflop": "not held",
     "mor.tab3_fig5c.nll_rises_with_nr": "not held",
     "mor.fig3.mor_beats_recursive_every_budget": "held",
     "mor.fig3.mor_matches_or_beats_vanilla": "not testable at this scale",
     "mor.tab7.advantage_shrinks_with_budget": "not held",
-    "mor.tab7.recursive_behind_vanilla": "not held",  # ahead by 0.0079 at the quarter budget, behind by 0.18 at 1x
-    "mor.fig4a.throughput": "held",  # every paired round above 1 in the 2026-12-05 run (0.823 at worst before)
-    "mor.fig4a.throughput_rises_with_nr": "not held",  # Nr 3's slowest round 1.310 = Nr 2's fastest at B = Max
+    "mor.tab7.recursive_behind_vanilla": "not held",  # ahead by 0.0078 at the quarter budget, behind by 0.16 at 1x
+    # the 2026-12-06 bf16 models: MoR EC decodes deeper (mean depth 2.17 of 3, 1.88 in the fp32-trained run of
+    # 2026-12-05, held) and runs at 0.929x vanilla at B; 0.864x there with equal lengths (mor_decode_lengths_cpu.md)
+    "mor.fig4a.throughput": "not held",
+    "mor.fig4a.throughput_rises_with_nr": "not held",  # Nr 2 faster than Nr 3 at both settings
     "mor.fig4b.middle_cycle_best": "not measured",
     "mor.ours.middle_cycle_tied_best": "not measured",
     "mor.tab8.sequence_worst_cycle_family_better": "not measured",
@@ -53,8 +55,8 @@ COMMITTED = {
     "mor.tab4.ec_router_arch_and_zloss": "not measured",
     "mor.tab4.tc_balancing_loss_vs_loss_free": "not measured",
     "mor.tab11.tc_design_rows": "not measured",
-    "mor.apph.tc_load_imbalance": "not held",
-    "mor.fig5c.test_time_scaling": "held",
+    "mor.apph.tc_load_imbalance": "held",  # 84 % / 76 % of steps above 0.266 (57 % / 60 % in the fp32 run)
+    "mor.fig5c.test_time_scaling": "not held",  # cap 1 -> 2 +0.0004 nats (1.0 s.e.) for MoR-2 EC: within noise
     "mor.fig5a.compute_optimal": "not measured",
     "mor.fig1_tab14.depth_follows_semantics": "held",
     "mor.fig7.kv_norms": "held",
@@ -162,7 +164,7 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
 def test_the_ablation_budget_tables_give_their_verdicts(with_ablations):
     table = judged(with_ablations)
     assert {i: table.loc[i, "verdict"] for i in ABLATION_VERDICTS} == ABLATION_VERDICTS
-    assert "tolerance 0.0238" in table.loc["mor.ours.middle_cycle_tied_best", "measured"]
+    assert "tolerance 0.0256" in table.loc["mor.ours.middle_cycle_tied_best", "measured"]
     # Table 12's equal-token row joins Table 3's KV-sharing diagnosis when it was measured
     assert "(kv_sharing.csv)" in table.loc["mor.tab3.kv_share_isoflop", "evidence"]
     assert "(kv_sharing.csv)" not in judged({k: v for k, v in with_ablations.items() if k != "kv_sharing"}).loc[
@@ -204,7 +206,7 @@ def test_paired_seeds_decide_mor_against_recursive(committed):
     moved = with_value(committed, "depth_scaling", key, "nll", 6.60)  # seed 1 above Recursive-3's 6.4449
     table = judged(moved)
     assert table.loc["mor.tab3.ec_beats_recursive_isoflop", "verdict"] == "not held"
-    assert "seed 1 reverses by 0.1465" in table.loc["mor.tab3.ec_beats_recursive_isoflop", "evidence"]
+    assert "seed 1 reverses by 0.1551" in table.loc["mor.tab3.ec_beats_recursive_isoflop", "evidence"]
     assert table.loc["mor.tab3.ec_beats_tc", "verdict"] == "not held"  # and above TC's
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from rlib.mor.tables import smoothed_maxvio
 from rlib.plotting import PALETTE, loop_colours, new_figure, style
@@ -177,17 +178,29 @@ def plot_kv_geometry(geometry: dict[str, pd.DataFrame], title: str) -> Figure:
 
 
 def plot_throughput(table: pd.DataFrame, title: str) -> Figure:
-    fig, ax = new_figure(6.0, 3.8)
+    """Test NLL against the measured decode speed-up over vanilla (Fig. 4a's axes): one colour per model, a circle at
+    the fixed batch B and a triangle at B = Max, each with its batch beside it; the horizontal bar spans the paired
+    rounds' slowest and fastest ratio where the table has them (`speedup_lo` / `speedup_hi`)."""
+    fig, ax = new_figure(7.4, 3.8)
     models = list(table["model"].unique())
     colours = dict(zip(models, sns.color_palette(PALETTE, len(models))))
     markers = {"B": "o", "B = Max": "^"}
+    spread = {"speedup_lo", "speedup_hi"} <= set(table.columns)
     for row in table.itertuples():
-        ax.plot(row.speedup_vs_vanilla, row.nll, marker=markers.get(row.setting, "s"), markersize=8, linestyle="none",
-                color=colours[row.model])
-        ax.annotate(f"{row.model} ({row.setting}={row.max_batch})", (row.speedup_vs_vanilla, row.nll),
-                    textcoords="offset points", xytext=(5, 3), fontsize=7)
+        x, colour = row.speedup_vs_vanilla, colours[row.model]
+        if spread:
+            ax.hlines(row.nll, row.speedup_lo, row.speedup_hi, color=colour, linewidth=1.5, alpha=0.6)
+        ax.plot(x, row.nll, marker=markers.get(row.setting, "s"), markersize=8, linestyle="none", color=colour)
+        ax.annotate(str(row.max_batch), (x, row.nll), textcoords="offset points",
+                    xytext=(-4, 6) if row.setting == "B" else (4, -11), fontsize=7, color="0.25")
     ax.axvline(1.0, color="0.5", linestyle="--", linewidth=1)
-    ax.set_xlabel("decode throughput relative to vanilla (measured)")
+    model_keys = [Line2D([], [], color=colours[m], marker="s", linestyle="none", markersize=7, label=m) for m in models]
+    setting_keys = [Line2D([], [], color="0.35", marker=m, linestyle="none", markersize=7, label=f"batch {s}")
+                    for s, m in markers.items() if s in set(table["setting"])]
+    ax.legend(handles=model_keys + setting_keys, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False)
+    ax.set_xlabel("decode throughput relative to vanilla (measured; bars: slowest to fastest round)"
+                  if spread else "decode throughput relative to vanilla (measured)")
     ax.set_ylabel("test NLL")
     ax.set_title(title)
     return fig
