@@ -36,16 +36,11 @@ def measure(profile: str, rounds: int) -> pd.DataFrame:
                                                     *vanilla_kv.grids(cfg, vanilla_kv.VanillaKVConfig.preset(profile),
                                                                       work)))
     frames = []
-    default = throughput.LENGTH_SD
-    try:
-        for i in range(rounds):
-            for workload, sd in WORKLOADS.items():
-                throughput.LENGTH_SD = sd
-                frame = throughput.throughput_table(cfg, work, results, repeats=1)
-                frames.append(frame.assign(workload=workload, round=i))
-                print(f"round {i + 1}/{rounds}, {workload}: done", flush=True)
-    finally:
-        throughput.LENGTH_SD = default
+    for i in range(rounds):
+        for workload, sd in WORKLOADS.items():
+            frame = throughput.throughput_table(cfg, work, results, repeats=1, length_sd=sd)
+            frames.append(frame.assign(workload=workload, round=i))
+            print(f"round {i + 1}/{rounds}, {workload}: done", flush=True)
     table = pd.concat(frames)
     rows = []
     for (model, setting), group in table.groupby(["model", "setting"], sort=False):

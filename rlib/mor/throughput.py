@@ -24,7 +24,7 @@ LENGTH_SD = 0.25
 
 
 def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
-                     repeats: int = 3) -> pd.DataFrame:
+                     repeats: int = 3, length_sd: float = LENGTH_SD) -> pd.DataFrame:
     """Fig. 4a's measurement: decode tokens/s of vanilla (continuous sequence-wise batching) and the MoR /
     Recursive models (continuous depth-wise batching), one engine (`rlib.serving`), on held-out prompts, at a fixed
     batch B and at the paper's "relative maximum batch" B / KV-memory ratio (Table 2).
@@ -36,14 +36,15 @@ def throughput_table(cfg: MoRConfig, work: Path, results: list[dict],
 
     Derived from the preset: 4 x `decode_windows` requests, each prompted with seq_len / 8 held-out tokens and
     generating a length drawn from a normal distribution with mean seq_len / 8 (App. D's 256 of a 2,048 context) and
-    standard deviation `LENGTH_SD` x the mean (ours: the paper gives none), the same requests for every model;
+    standard deviation `length_sd` x the mean (`LENGTH_SD`, ours: the paper gives none; 0 gives every request
+    the same length), the same requests for every model;
     B = batch_size / 2. MoR EC runs at the main Nr ("MoR EC") and at each of `extra_recursions` ("MoR-<Nr> EC"), as
     Fig. 4a compares Nr = 2, 3, 4; `nr` is each row's recursion count (0 for vanilla)."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
     n_req, length, batch = 4 * cfg.decode_windows, max(2, cfg.seq_len // 8), max(1, cfg.batch_size // 2)
     prompts = cfg.text().heldout("test", n_req, seed=3)[:, :length]  # [n_req, length]
-    new_tokens = normal_lengths(n_req, length, LENGTH_SD * length, seed=3)
+    new_tokens = normal_lengths(n_req, length, length_sd * length, seed=3)
     requests = [Request(i, prompts[i].tolist(), new_tokens[i]) for i in range(n_req)]
     max_len = length + max(new_tokens) + 1
     nll = {r["name"]: r["after"]["nll"] for r in results}

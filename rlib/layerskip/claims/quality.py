@@ -109,10 +109,10 @@ def generation_quality(ctx: Context, study: DecodingStudy, early_exit: bool = Tr
         return Verdict(False, measured, lambda: ("setup", f"the baseline's autoregressive output fails the gate "
                                                           f"(distinct-2 {failing:.2f} < {GATE}): a looping "
                                                           "continuation is no reference level"))
-    scored = ctx.table(quality_table(study))
-    baseline_scores = scored[(scored["recipe"] == PLAIN) & (scored["method"] == "autoregressive")]["rouge2"]
-    overlapping = int((baseline_scores > 0).sum())
     if base["rouge2"] == 0 or any(math.isnan(row["ratio_lo"]) for row, _, _ in checked):
+        scored = ctx.table(quality_table(study))
+        baseline_scores = scored[(scored["recipe"] == PLAIN) & (scored["method"] == "autoregressive")]["rouge2"]
+        overlapping = int((baseline_scores > 0).sum())
         # no bigram of the baseline's output is in its reference on any prompt (no share is defined), or on so few
         # that a bootstrap resample without them has no baseline (no share has an interval)
         outcome = ("so no share of it is defined" if base["rouge2"] == 0 else
