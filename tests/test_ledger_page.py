@@ -89,64 +89,8 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 
 # promoted rows whose claims code changed after their run (the run's own claims.csv keeps the verdict it was judged
 # with; CLAIMS.md shows the re-judged one): (profile, chapter, claim) -> (claims.csv, current code). Each entry goes
-# when its chapter runs again.
-# 2026-12-05: the paper's decoding results are greedy (Sec. 6.2), so where a study decodes by coupled sampling (the
-# cpu and cpu-long from-scratch and continual studies) its paper claims are not testable at this scale and a
-# `.sampled` twin (ours) carries the sampled reading; the twins of greedy studies (code, parsing) are not measured
-# (the cpu rows went with chapter 05's cpu run of 2026-12-05, at 35638d3)
-_T = "not testable at this scale"
-_SAMPLED_DRIFT = {
-    ("cpu-long", "ls.exact.code.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.exact.continual"): ("held", _T),
-    ("cpu-long", "ls.exact.continual.sampled"): (None, "held"),
-    ("cpu-long", "ls.exact.parse.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.exact.scratch"): ("held", _T),
-    ("cpu-long", "ls.exact.scratch.sampled"): (None, "held"),
-    ("cpu-long", "ls.new.fig7_continual_generations"): ("held", _T),
-    ("cpu-long", "ls.new.fig7_continual_generations.sampled"): (None, "held"),
-    ("cpu-long", "ls.new.fig9_scratch_generations"): ("held", _T),
-    ("cpu-long", "ls.new.fig9_scratch_generations.sampled"): (None, "held"),
-    ("cpu-long", "ls.new.tab2_generation_quality.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.s8.recipe_required.code.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.s8.recipe_required.continual"): ("held", _T),
-    ("cpu-long", "ls.s8.recipe_required.continual.sampled"): (None, "held"),
-    ("cpu-long", "ls.s8.recipe_required.parse.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.s8.recipe_required.scratch"): ("held", _T),
-    ("cpu-long", "ls.s8.recipe_required.scratch.sampled"): (None, "held"),
-    ("cpu-long", "ls.tab10.acceptance_levels.parse.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab10.acceptance_rises_with_e.code.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab10.acceptance_rises_with_e.continual"): ("held", _T),
-    ("cpu-long", "ls.tab10.acceptance_rises_with_e.continual.sampled"): (None, "held"),
-    ("cpu-long", "ls.tab10.acceptance_rises_with_e.parse.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab10.acceptance_rises_with_e.scratch"): ("not held", _T),
-    ("cpu-long", "ls.tab10.acceptance_rises_with_e.scratch.sampled"): (None, "not held"),
-    ("cpu-long", "ls.tab10.parse_speedup.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab2.continual_speedup"): ("not held", _T),
-    ("cpu-long", "ls.tab2.continual_speedup.sampled"): (None, "not held"),
-    ("cpu-long", "ls.tab2.vs_draft_and_verify.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab23.model_size_trends.sampled"): (None, _T),
-    ("cpu-long", "ls.tab3.generation_quality.scratch.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab3.scratch_speedup"): ("not held", _T),
-    ("cpu-long", "ls.tab3.scratch_speedup.sampled"): (None, "not held"),
-    ("cpu-long", "ls.tab4.code_speedup.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab4.generation_quality.code.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab6.kvq_reuse.parse.sampled"): (None, "not measured"),
-    ("cpu-long", "ls.tab6.kvq_reuse.scratch"): ("not held", _T),
-    ("cpu-long", "ls.tab6.kvq_reuse.scratch.sampled"): (None, "held"),
-}
-
-
+# when its chapter runs again. (Chapter 05's cpu-long rows went with its cpu-long run of 2026-12-06, at 19adbe5.)
 KNOWN_DRIFT = {
-    # 4759052 (2026-11-27) judged these task claims with issue 25's power rule after chapter 05's cpu-long promotion
-    # (the cpu rows went when chapter 05's cpu run was promoted again on 2026-11-29)
-    ("cpu-long", "05_layerskip", "ls.tab1.continual_middle_tasks"): ("not held", "not testable at this scale"),
-    ("cpu-long", "05_layerskip", "ls.tab1.continual_last_tasks"): ("not held", "not testable at this scale"),
-    ("cpu-long", "05_layerskip", "ls.fig10a.code_middle_tasks"): ("not held", "not testable at this scale"),
-    ("cpu-long", "05_layerskip", "ls.fig10a.code_last"): ("not held", "not testable at this scale"),
-    # 9490c09 (2026-12-04) added Tables 3 and 4's ROUGE-2 claims; the promoted cpu-long 05 run predates the quality
-    # tables they read, so they are not measured there until chapter 05's cpu-long run is re-promoted
-    ("cpu-long", "05_layerskip", "ls.tab3.generation_quality.scratch"): (None, "not measured"),
-    ("cpu-long", "05_layerskip", "ls.tab4.generation_quality.code"): (None, "not measured"),
     # 2026-12-05: MoR's 'matches or beats vanilla' is stated for > 360M models (not testable with the book's), and
     # Fig. 4a's growth with Nr became its own claim (measured once throughput.csv has several Nr)
     ("cpu-long", "03_mixture_of_recursions", "mor.fig3.mor_matches_or_beats_vanilla"): (
@@ -160,25 +104,12 @@ KNOWN_DRIFT = {
     # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     ("cpu-long", "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured"),
-    # 2026-12-05: an audit of chapter 05's claims against paper 004's text: the last exit's cost against the token
-    # budget is the book's own hypothesis (ls.new -> ls.ours; the paper says nothing of how the gap moves)
-    ("cpu-long", "05_layerskip", "ls.new.last_exit_cost_vs_budget"): ("held", None),
-    ("cpu-long", "05_layerskip", "ls.ours.last_exit_cost_vs_budget"): (None, "held"),
-    # ... and Table 6's cache-reuse claim in its own set-up: kvq against no reuse at E >= L/2 (kv and the shallower
-    # exits are reported beside; they failed it)
-    ("cpu-long", "05_layerskip", "ls.tab6.kvq_reuse.parse"): ("not held", "held"),
-    **{(profile, "05_layerskip", claim): verdicts for (profile, claim), verdicts in _SAMPLED_DRIFT.items()},
     # 2026-12-06: chapter 05's cpu run (at e58bd93) was judged before two rule fixes of 52df975: Fig. 9's claim no
     # longer counts a prompt on which the early exit makes no error against the figure (the run: one LD+EE prompt
     # without a marked token), and Table 3's ROUGE-2 share reads setup when the baseline overlaps its reference on
     # too few prompts for an interval (the run: 1 of 8)
     ("cpu", "05_layerskip", "ls.new.fig9_scratch_generations.sampled"): ("not held", "held"),
     # (Table 3's verdict stays "not held"; only its diagnosis moves, budget -> setup)
-    # 2026-12-05: the abstract's memory claim (one model, one KV cache), measured by rlib.layerskip.decode_memory
-    ("cpu-long", "05_layerskip", "ls.abstract.single_model_memory"): (None, "not measured"),
-    # 2026-12-05: Table 8's learning rates measured by rlib.layerskip.lr_study (cpu-long's); the baseline control is
-    # the book's own claim
-    ("cpu-long", "05_layerskip", "ls.ours.tab8_lr_gain_is_ld_own"): (None, "not measured"),
 }
 
 
