@@ -89,7 +89,8 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 
 # promoted rows whose claims code changed after their run (the run's own claims.csv keeps the verdict it was judged
 # with; CLAIMS.md shows the re-judged one): (profile, chapter, claim) -> (claims.csv, current code). Each entry goes
-# when its chapter runs again. (Chapter 05's cpu-long rows went with its cpu-long run of 2026-12-06, at 19adbe5.)
+# when its chapter runs again. (Chapter 05's cpu-long rows went with its cpu-long run of 2026-12-06, at 19adbe5;
+# its cpu row, Fig. 9's rule fix of 52df975, with its cpu run over the cache at 5eb2b53 the same day.)
 KNOWN_DRIFT = {
     # 2026-12-05: MoR's 'matches or beats vanilla' is stated for > 360M models (not testable with the book's), and
     # Fig. 4a's growth with Nr became its own claim (measured once throughput.csv has several Nr)
@@ -104,12 +105,6 @@ KNOWN_DRIFT = {
     # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     ("cpu-long", "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured"),
-    # 2026-12-06: chapter 05's cpu run (at e58bd93) was judged before two rule fixes of 52df975: Fig. 9's claim no
-    # longer counts a prompt on which the early exit makes no error against the figure (the run: one LD+EE prompt
-    # without a marked token), and Table 3's ROUGE-2 share reads setup when the baseline overlaps its reference on
-    # too few prompts for an interval (the run: 1 of 8)
-    ("cpu", "05_layerskip", "ls.new.fig9_scratch_generations.sampled"): ("not held", "held"),
-    # (Table 3's verdict stays "not held"; only its diagnosis moves, budget -> setup)
 }
 
 
