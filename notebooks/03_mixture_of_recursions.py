@@ -251,6 +251,7 @@ windows = experiments.windows(cfg)["test"]
 if cfg.router_rows:  # the router designs' models at the ablation budget (cpu-long)
     outputs = tables.router_output_tables(cfg, work, windows)
     run.figure(plots.plot_router_outputs(outputs, "Router outputs: kept by the top-k vs not"), "router_outputs");
+    run.table(tables.router_separation_table(outputs), "router_separation")
 
 # %% [markdown]
 # ## Does decoding reproduce the training top-k?

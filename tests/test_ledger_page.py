@@ -105,6 +105,18 @@ KNOWN_DRIFT = {
     # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
     # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
     ("cpu-long", "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured"),
+    # 2026-12-06: chapter 03's claims read against the paper again: Sec. 3.1's extra tokens at equal FLOPs and Sec.
+    # 3.2's MoR behind vanilla at the smallest size, new; App. F.3's dead-token sentence judged apart from Fig. 5b's
+    # separation; Sec. 4.2's z-loss sentence apart from the router architecture, on the accuracy it names (not
+    # measured), with the book's NLL reading as ours
+    **{(profile, "03_mixture_of_recursions", claim): (None, verdict) for profile in ("cpu", "cpu-long")
+       for claim, verdict in (("mor.tab3.more_tokens_isoflop", "held"),
+                              ("mor.fig3.mor_behind_vanilla_smallest", "not held"),
+                              ("mor.tab4.ec_zloss_negligible", "not measured"))},
+    **{("cpu", "03_mixture_of_recursions", claim): (None, "not measured")
+       for claim in ("mor.appf3.linear_aux_loss_few_dead", "mor.ours.ec_zloss_nll")},
+    ("cpu-long", "03_mixture_of_recursions", "mor.appf3.linear_aux_loss_few_dead"): (None, "not held"),
+    ("cpu-long", "03_mixture_of_recursions", "mor.ours.ec_zloss_nll"): (None, "held"),
 }
 
 

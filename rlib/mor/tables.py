@@ -32,7 +32,8 @@ from rlib.vocab import CompactVocab
 __all__ = ["budget_sweep_table", "budgets_table", "compute_optimal_table", "curves", "depth_table", "depth_text",
            "fewshot_table", "gate_table", "kv_bytes", "kv_bytes_table", "kv_geometry_tables", "kv_table",
            "load_imbalance_table", "load_trace_table", "main_table", "paper_budget_table", "router_output_tables",
-           "router_table", "sharing_table", "smoothed_maxvio", "token_depth_table", "uptrain_table"]
+           "router_separation_table", "router_table", "sharing_table", "smoothed_maxvio", "token_depth_table",
+           "uptrain_table"]
 
 
 def _flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -368,6 +369,28 @@ def router_output_tables(cfg: MoRConfig, work: Path, windows: torch.Tensor) -> d
         model = main_model(cfg, work, kind, "ablation", tag)
         out[title] = analysis.router_outputs(model, windows, cfg.micro_batch_size)
     return out
+
+
+def router_separation_table(outputs: dict[str, pd.DataFrame], decision: float = 0.5) -> pd.DataFrame:
+    """Fig. 5b's separation in numbers: per panel and recursion step with both kept and unkept candidates, how many of
+    each, the median router output of each, the share of each within 0.1 of its end of the scale (kept >= 0.9, not
+    kept <= 0.1) and the share of candidates on the wrong side of the inference decision at `decision` (a kept token
+    below it or an unkept one at or above it)."""
+    rows = []
+    for panel, df in outputs.items():
+        for step, group in df.groupby("step"):
+            kept = group.loc[group["selected"].astype(bool), "output"].to_numpy(dtype=float)
+            dropped = group.loc[~group["selected"].astype(bool), "output"].to_numpy(dtype=float)
+            if len(kept) == 0 or len(dropped) == 0:  # a step every candidate passes (or none): nothing to separate
+                continue
+            wrong = int((kept < decision).sum() + (dropped >= decision).sum())
+            rows.append({"panel": panel, "step": int(step), "n_selected": len(kept), "n_unselected": len(dropped),
+                         "selected_median": float(np.median(kept)), "unselected_median": float(np.median(dropped)),
+                         "selected_near_1": float((kept >= 0.9).mean()),
+                         "unselected_near_0": float((dropped <= 0.1).mean()),
+                         "misplaced": wrong / (len(kept) + len(dropped))})
+    return pd.DataFrame(rows, columns=["panel", "step", "n_selected", "n_unselected", "selected_median",
+                                       "unselected_median", "selected_near_1", "unselected_near_0", "misplaced"])
 
 
 def depth_text(cfg: MoRConfig, model, vocab: CompactVocab | None, windows: torch.Tensor,
