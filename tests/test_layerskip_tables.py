@@ -11,13 +11,14 @@ from rlib.layerskip import tables
 
 
 def record(recipe, seed, mid_nll, last_nll, final_loss=3.0, step_seconds=0.1, probe_mid=(5.0, 4.0, 3.5),
-           agree_mid=None):
+           agree_mid=None, probe_last=(3.4, 3.2, 3.0)):
     nll = [mid_nll + 1.0, mid_nll, (mid_nll + last_nll) / 2, last_nll]  # exits 1..4, middle = 2
     return {"recipe": recipe, "seed": seed, "step_seconds": step_seconds,
             "exits": {"exit_layer": [1, 2, 3, 4], "nll": nll, "ppl": [math.exp(x) for x in nll],
                       "top1_acc": [0.1, 0.2, 0.3, 0.4],
                       "agree_last": [0.2, 0.5 if agree_mid is None else agree_mid, 0.8, 1.0]},
-            "probe": [{"step": 10 * i, "nll_exit_2": v, "nll_exit_4": 3.0} for i, v in enumerate(probe_mid)],
+            "probe": [{"step": 10 * i, "nll_exit_2": v, "nll_exit_4": w}
+                      for i, (v, w) in enumerate(zip(probe_mid, probe_last))],
             "train_curve": {"step": list(range(1, 21)), "loss": [final_loss + 0.01 * (20 - s) for s in range(1, 21)]}}
 
 

@@ -297,8 +297,9 @@ def _within_last_bound(diffs: list[tuple[float, float, float]]) -> bool | str:
 
 def classification_vs_generation(ctx: Context) -> Verdict:
     """Sec. 6.1: on the pretrained model, some multiple-choice tasks keep accuracy at the middle exit (95 % lower bound
-    above chance; the paper's "some": at least one, and its own OBQA falls below chance), generation collapses (at most
-    5 %, threshold ours)."""
+    above chance; the paper's "some": at least one, and its own OBQA falls below chance), generation drops drastically:
+    at most 5 % at the middle exit from a last exit whose 95 % lower bound is above 5 % (threshold ours), so a task
+    that scores nothing at the last exit either shows no drop."""
     study = ctx.acfg.studies[0].name
     middle, last = _depth(ctx)
     kept, collapsed, parts = [], [], []
@@ -308,7 +309,9 @@ def classification_vs_generation(ctx: Context) -> Verdict:
         if task in CHANCE_ACCURACY:
             kept.append(p - Z95 * math.sqrt(p * (1 - p) / n) > CHANCE_ACCURACY[task] / 100)
         else:
-            collapsed.append(p <= GENERATION_COLLAPSE)
+            p_last, n_last = _task(ctx, study, SOURCE, task, last)
+            dropped_from = p_last - Z95 * math.sqrt(p_last * (1 - p_last) / n_last) > GENERATION_COLLAPSE
+            collapsed.append(p <= GENERATION_COLLAPSE and dropped_from)
     if not kept or not collapsed:
         raise Unmeasured("needs a multiple-choice and a generation task in pretrained_tasks")
     corpus = _corpus(ctx, study)

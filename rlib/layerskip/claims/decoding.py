@@ -342,14 +342,14 @@ def _paired_savings(ctx: Context, study: DecodingStudy, table: pd.DataFrame) -> 
 
 
 def _paired_text(paired: pd.DataFrame) -> str:
-    """Per other mode: each (E, d)'s median saving with its interval, and how many reach Table 6's 5.5 %."""
+    """Per other mode: each (E, d)'s median saving with its interval, and how many reach Table 6's 5.45 %."""
     parts = []
     for mode, rows in paired.groupby("mode", sort=False):
         each = ", ".join(f"E={r.exit_layer} d={r.n_draft} {100 * r.saving:.1f} [{100 * r.lo:.1f}, {100 * r.hi:.1f}]"
                          for r in rows.itertuples())
         parts.append(f"paired saving vs {mode} per (E, d), median % [95 % interval] over "
                      f"{int(rows['rounds'].min())} rounds: {each} ({int((rows['saving'] >= TABLE6_SAVING).sum())} of "
-                     f"{len(rows)} >= 5.5 %)")
+                     f"{len(rows)} >= 5.45 %)")
     return "; ".join(parts)
 
 
@@ -408,11 +408,11 @@ def _reuse_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame, sc
         total = sum(len(s) for s in savings.values())
         if loop is not None:
             return "budget", (f"measured on looping output (distinct-2 {loop:.2f}) at {_span(wide['kvq'])} ms/token; "
-                              f"{below} of {total} savings are below Table 6's smallest 5.5 %; needs: gate-passing "
+                              f"{below} of {total} savings are below Table 6's smallest 5.45 %; needs: gate-passing "
                               "output and paired timing rounds with intervals")
         noise = _timing_noise(ctx)
         if noise is None:
-            return "setup", (f"{below} of {total} savings are below 5.5 % from medians of unpaired timings (this run "
+            return "setup", (f"{below} of {total} savings are below 5.45 % from medians of unpaired timings (this run "
                              "predates paired rounds); needs: a rerun, which logs paired rounds with intervals")
         small = sum(int((s < noise[1]).sum()) for s in savings.values())
         return "setup", (f"unpaired timings (this run predates paired rounds): the same setting timed twice in this "
@@ -423,18 +423,18 @@ def _reuse_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame, sc
     model = _predicted_savings(ctx, study, paired)
     if loop is not None:
         return "budget", _join(f"measured on looping output (distinct-2 {loop:.2f}); needs gate-passing output",
-                               f"{len(short)} of {len(paired)} paired savings below 5.5 %", model)
+                               f"{len(short)} of {len(paired)} paired savings below 5.45 %", model)
     if below.empty:
-        return "budget", _join(f"each of the {len(short)} short (E, d, mode) has an interval that reaches 5.5 %; "
+        return "budget", _join(f"each of the {len(short)} short (E, d, mode) has an interval that reaches 5.45 %; "
                                f"needs more rounds ({int(paired['rounds'].min())} here)", model)
     n_layers = int(ar_row(table, LS)["exit_layer"])
     share = paired["exit_layer"] / n_layers
     deep = paired[share >= TABLE6_DEPTH_SHARE - 1e-9]
-    where = (f"{len(below)} of {len(paired)} (E, d, mode) have their whole 95 % interval below 5.5 % (E = "
+    where = (f"{len(below)} of {len(paired)} (E, d, mode) have their whole 95 % interval below 5.45 % (E = "
              f"{', '.join(map(str, sorted(set(below['exit_layer']))))} of {n_layers})")
     at_depth = ("; at Table 6's depth (E >= L/2: " + ", ".join(
         f"E={r.exit_layer} d={r.n_draft} vs {r.mode} {100 * r.saving:.1f} %" for r in deep.itertuples()) +
-        f"; {int((deep['saving'] >= TABLE6_SAVING).sum())} of {len(deep)} >= 5.5 %)") if len(deep) else ""
+        f"; {int((deep['saving'] >= TABLE6_SAVING).sum())} of {len(deep)} >= 5.45 %)") if len(deep) else ""
     if (below["exit_layer"] / n_layers < TABLE6_DEPTH_SHARE - 1e-9).all():
         return "setup", _join(f"{where}, all shallower than Table 6's exits (E = 12 and 18 of 24 layers, E/L 0.5 "
                               f"and 0.75): the saving is the rerun of layers < E, which shrinks with E/L{at_depth}",
@@ -444,7 +444,7 @@ def _reuse_diagnosis(ctx: Context, study: DecodingStudy, table: pd.DataFrame, sc
 
 
 def kvq_reuse(ctx: Context, study: DecodingStudy) -> Verdict:
-    """Table 6: kvq faster than decoding without reuse (none) by at least 5.5 % at every (E, d) with E >= L/2 (Table
+    """Table 6: kvq faster than decoding without reuse (none) by at least 5.45 % at every (E, d) with E >= L/2 (Table
     6's exits), on gate-passing output; the saving is the median of paired rounds where the run logged them (else the
     ratio of the rows' ms/token). The other comparisons (kvq vs kv, shallower exits) are reported beside."""
     table = ctx.table(study.table)
@@ -461,7 +461,7 @@ def kvq_reuse(ctx: Context, study: DecodingStudy) -> Verdict:
                        lambda: _reuse_diagnosis(ctx, study, table, scoped=True))
     wide, savings = _scoped_savings(table)
     measured = "; ".join(f"saving vs {c} per (E, d) {', '.join(f'{100 * v:.1f}' for v in s)} % "
-                         f"({int((s >= TABLE6_SAVING).sum())} of {len(s)} >= 5.5 %), mean {wide['kvq'].mean():.2f} "
+                         f"({int((s >= TABLE6_SAVING).sum())} of {len(s)} >= 5.45 %), mean {wide['kvq'].mean():.2f} "
                          f"vs {wide[c].mean():.2f} ms"
                          for c, s in savings.items())
     held = gate_fails(table, LS) is None and all((s >= TABLE6_SAVING).all() for s in savings.values())

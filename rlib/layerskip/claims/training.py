@@ -183,12 +183,17 @@ def baseline_middle_rises(ctx: Context, threshold: float | None = None) -> Verdi
     (baseline rise above `threshold` nats, EE's at most `threshold`)."""
     rise = _probe_rise(ctx)
     spread = _sd(_exit(ctx, BASE, ctx.cfg.middle_exit)["nll_sd"])
-    if threshold is None:
-        held = rise[BASE] > spread and rise["ee"] <= spread  # the same noise band for both
+    curves = ctx.table("probe_curves")
+    last = curves[(curves["recipe"] == BASE) & (curves["exit_layer"] == ctx.cfg.n_layers)]
+    last = last.groupby("step")["nll"].mean().sort_index()  # [probe points]
+    last_falls = bool(len(last) > 1 and last.iloc[-1] < last.iloc[0])
+    if threshold is None:  # the paper's sentence: last-layer perplexity falls while the middle layer's rises
+        held = last_falls and rise[BASE] > spread and rise["ee"] <= spread  # the same noise band for both
     else:
         held = rise[BASE] > threshold and rise["ee"] <= threshold
     measured = (f"final minus best middle-exit NLL within one {ctx.scratch_tokens():,}-token run: baseline "
-                f"{rise[BASE]:+.3f}, EE {rise['ee']:+.3f} nats (baseline seed s.d. {spread:.3f})")
+                f"{rise[BASE]:+.3f}, EE {rise['ee']:+.3f} nats (baseline seed s.d. {spread:.3f})"
+                + (f"; the baseline's last exit {last.iloc[0]:.3f} -> {last.iloc[-1]:.3f} nats" if len(last) else ""))
     return Verdict(bool(held), measured, lambda: (
         "budget", f"within one {ctx.scratch_tokens():,}-token run the baseline's middle-exit NLL ends "
                   f"{rise[BASE]:+.3f} nats from its best (seed s.d. {spread:.3f}); needs: the middle-exit perplexity "
