@@ -54,7 +54,8 @@ SPECS = (
           "causal attention 'up to floating-point reordering effects' (no tolerance given; the official test expects "
           "per-parameter gradient ||dg||^2/||g||^2 ~1e-13 in fp32).",
           "exactness: max |dz| and |dk| per dtype <= 1e-12 in fp64 and <= 1e-5 in fp32 (thresholds ours), and the "
-          "worst fp32 gradient ||dg||^2/||g||^2 <= 1e-12 (the official ~1e-13 with a 10x margin).", "exactness.csv"),
+          "worst fp32 gradient ||dg||^2/||g||^2 <= 1e-12 (the official ~1e-13 with a 10x margin; the paper's "
+          "sentence is about the forward outputs, the gradient bound is the official code's test).", "exactness.csv"),
     _spec("rt.s5.tiling_exact.ours", "Sec. 5 'Exact tiling schedule', App. C",
           "As rt.s5.tiling_exact; the book's earlier claim: 'Tiled equals the naive loop: max abs diff <= 1e-5 in "
           "fp32, gradients too'.",
@@ -72,8 +73,8 @@ SPECS = (
           "traffic, last row: |naive slope - 2| < 0.1 and tiled slope < 1.25 (thresholds ours).", "traffic.csv",
           ours=True),
     _spec("rt.s5.arithmetic_intensity", "Sec. 5 'Asymptotics', footnote 1, abstract",
-          "Effective arithmetic intensity rises from Theta(1) (naive) to Theta(N / log N) (tiled); a T x T tile has "
-          "AI Theta(T) because its queries are loaded too.",
+          "Effective arithmetic intensity rises from Theta(1) (naive) to Theta(N / log N) (tiled); a T x T tile "
+          "still has AI Theta(T) although its queries must be loaded too.",
           "traffic: AI = 4 d pairs / elements (d from the naive count d N (N + 3)); naive AI varies by < 10 % over N "
           "and tiled AI x log2 N / N by < 1.25x (thresholds ours).", "traffic.csv"),
     # ---- Sec. 3: what one layer represents (Theorem 1 / A.1, Sec. 3.2)
@@ -219,8 +220,8 @@ SPECS = (
           "language_models: RT(L/2) <= T(L) + the larger seed s.d. of the two (threshold ours).",
           "language_models.csv", ours=True),
     _spec("rt.table1.shallow_rt_best_overall", "Sec. 7.2, Table 1",
-          "RT with 6 layers is the best model of Table 1 (2.86), below every Transformer (6 L 2.917, 12 L 2.896, "
-          "24 L 2.892) [H].",
+          "RT with 6 layers (2.86) is below every Transformer of Table 1 (6 L 2.917, 12 L 2.896, 24 L 2.892) and "
+          "'comparable' to RT with 12 layers (2.867) [H].",
           "language_models: RT(L/2) below every Transformer row by > 2 s.e. of the difference (threshold ours).",
           "language_models.csv"),
     _spec("rt.table1.depth_width_shift", "Sec. 7.2 ('the layerwise recurrence shifts the depth-width optimum at "
@@ -244,8 +245,10 @@ SPECS = (
           "Without the norm before the persistent K/V the best run is at some learning rate 'with higher learning "
           "rates destabilizing'; with RMSNorm 'even learning rates till [lost] are stable', though a lower one is "
           "optimal (values lost, so how the two best rates compare is unknown).",
-          "norm_ablation: (a) with the norm no run diverged; (b) without it the top-lr run diverged or is worse than "
-          "its best by > 2 seed s.d. (the shallow RT's in language_models; threshold ours). Each best rate is "
+          "norm_ablation: (a) with the norm no run diverged; (b) without it the top-lr run diverged, or is worse than "
+          "its best by > 2 seed s.d. while the normed run at that rate is not (the shallow RT's in language_models; "
+          "threshold ours; since 2026-12-06: a rate past the optimum is worse for both, which is not the "
+          "destabilizing the paper names). Each best rate is "
           "reported; until 2026-12-05 the book also required the unnormed best rate below the normed one, an "
           "ordering the paper's text does not give.", "norm_ablation.csv"),
     _spec("rt.e2.no_norm_significantly_worse", "App. E.2, Fig. 7",
@@ -254,11 +257,12 @@ SPECS = (
           "language_models; threshold ours).", "norm_ablation.csv"),
     # ---- App. E.3-E.4: batch sizes and downstream tasks
     _spec("rt.fig8_9.batch_sizes_150m", "App. E.3, Figs. 8-9, Tables 4 and 7; Sec. 6.1 ('critical batch size')",
-          "150M models trained at two batch sizes: 'we have benefits at various batch sizes'; this verifies RT's "
-          "critical batch size is not below the Transformer's (values lost).",
+          "150M models trained at two batch sizes: 'we have benefits at various batch sizes'; Sec. 6.1 'further "
+          "verif[ies] that the critical batch size of Recurrent Transformer is not below this value' (the batch the "
+          "runs use, the Transformers' critical batch size at 150M-300M; values lost).",
           "lm_batches: the LM grid at two batch sizes at equal tokens, 2 seeds: RT < T at equal depth at both (> 2 "
-          "s.e.), and RT's loss rise from the small to the large batch no larger than the Transformer's (threshold "
-          "ours), deep and shallow.", "lm_batches.csv"),
+          "s.e.), and RT's loss rise from the small to the large batch no larger than the Transformer's (the book's "
+          "proxy for 'critical batch size not below', threshold ours), deep and shallow.", "lm_batches.csv"),
     _spec("rt.tables3_5_8.downstream_gold_ce.ours", "Sec. 7.2, Table 3 (300M), App. E.3 Tables 5 and 8 (150M)",
           "Downstream CE of the gold answer on piqa, hellaswag, arc_easy, openbookqa, sciq, winogrande, e.g. 300M "
           "RT-12: 5.276, 4.052, 10.336, 11.557, -, 7.628; no directional claim in the text (the direction tested is "
@@ -269,9 +273,11 @@ SPECS = (
           "Table 10",
           "Downstream accuracies are 'close to random noise (with Winogrande being close to 50%, while most others "
           "being 6-7% above random)'.",
-          "book_nextline and book_cloze accuracy per LM run: 'close to random' from chance up to 7 points above it "
+          "book_nextline and book_cloze accuracy per LM run: 'most' (more than half) of the runs 'close to random', "
+          "from chance up to 7 points above it "
           "(the paper's 'most others being 6-7% above random'), widened by the binomial 95 % interval at n = 200 "
-          "(until 2026-12-05 the book asked for chance's interval alone, which the paper's own models would fail). "
+          "(until 2026-12-05 the book asked for chance's interval alone, which the paper's own models would fail; "
+          "until 2026-12-06 every run had to be within it, where the paper says 'most'). "
           "book_cloze has no chance level (its target is any word), so the verdict rests on book_nextline (4 choices, "
           "chance 0.25) and cloze accuracy is reported beside.",
           "downstream.csv"),
@@ -1257,7 +1263,10 @@ def _norm_higher_lr(tables, cfg) -> Verdict:
     top = wide.index.max()
     normed_stable = not table.loc[table["kv_norm"], "diverged"].any()
     top_unstable = bool(table.loc[~table["kv_norm"] & (table["lr"] == top), "diverged"].any())
-    held = normed_stable and (top_unstable or wide.loc[top, False] - wide[False].min() > 2 * sd)
+    # a top rate worse than the best by > 2 s.d. counts as destabilizing only where the normed run at that rate is not:
+    # past its optimum any run gets worse, and the paper's normed optimum also lies below its highest stable rate
+    excess = {norm: wide.loc[top, norm] - wide[norm].min() for norm in (True, False)}
+    held = normed_stable and (top_unstable or (excess[False] > 2 * sd and excess[True] <= 2 * sd))
     curves = "; ".join(f"{'with' if norm else 'without'} norm " + " / ".join(f"{v:.3f}" for v in wide[norm])
                        for norm in (True, False))
     measured = (f"{shape}: {curves} at lr {' / '.join(f'{lr:g}' for lr in wide.index)}; best lr with the norm "
@@ -1342,13 +1351,15 @@ def _downstream_accuracy(tables, cfg) -> Verdict:
     first = choice.iloc[0]
     measured += (f" (chance {first['chance']:.2f}, close to random up to +{PAPER_ABOVE_RANDOM:.2f}, +- "
                  f"{first['half']:.3f} at n {int(first['n'])}; {int(near.sum())} of {len(choice)} runs within it)")
+    if near.mean() > 0.5:  # the paper's 'most of them'
+        return True, measured, None
     above = choice[~near & (choice["acc"] > choice["chance"])]
     if not above.empty:
         return False, measured, ("setup", f"{len(above)} runs score above chance on {above['task'].iloc[0]}: the "
                                  f"local task is drawn from the held-out split of the corpus the models train on "
                                  f"({cfg.corpus}), an in-domain test, where the paper's models train on C4 and are "
                                  "scored on other domains (piqa, hellaswag, arc_easy, ...)")
-    return bool(near.all()), measured, ("setup", f"{int((~near).sum())} runs fall below the chance interval")
+    return False, measured, ("setup", f"{int((~near).sum())} runs fall below the chance interval")
 
 
 
