@@ -700,3 +700,24 @@ def test_engine_exit_claims_name_how_repetitive_the_decoded_text_was():
     # tables written before the column: the claim reads as before
     old = judge(throughput_tables(), CFG, "cpu").finish().set_index("id")
     assert "distinct-2" not in old.loc["rrt.ours.engine_cdb_exit_measured", "measured"]
+
+
+def test_early_exit_claims_judge_the_papers_own_comparisons():
+    """Table J.1 runs weighted CE on the recursive Gemma only and has no CE-only post-training control; App. J's
+    overlapped-vs-new pair is the self-KD one (its New row is the final configuration, with KD)."""
+    relaxed_flat = exits_table(relaxed_post_weighted=(7.3, 6.2))  # the relaxed model's weighted row now reversed
+    assert verdict({"early_exit": relaxed_flat}, "rrt.tabJ1.weighted_overemphasizes_loop1") == "held"
+    control_better = exits_table(recursive_post_none=(6.0, 6.02))  # the book's CE-only control beats the lift
+    assert verdict({"early_exit": control_better}, "rrt.tab3.loop1_lifted_small_gap") == "held"
+    plain = post_seeds_table()
+    no_kd_shifted = plain.assign(**{col: plain[col] + 0.05 * ((plain["exit"] == "aggressive")
+                                                             & (plain["data"] == "overlapped"))
+                                    for col in ("nll loop 1", "nll loop 2")})
+    ledger = judge({"early_exit": exits_table(), "post_seeds": no_kd_shifted}, CFG, "cpu").finish().set_index("id")
+    assert ledger.loc["rrt.appJ.overlapped_matches_new", "verdict"] == "held"  # the arms without KD do not decide
+    assert "Agg(0.1) + KD" in ledger.loc["rrt.appJ.overlapped_matches_new", "measured"]
+    kd_shifted = plain.assign(**{col: plain[col] + 0.05 * ((plain["exit"] == "aggressive_kd")
+                                                          & (plain["data"] == "overlapped"))
+                                 for col in ("nll loop 1", "nll loop 2")})
+    assert judge({"early_exit": exits_table(), "post_seeds": kd_shifted}, CFG, "cpu").finish().set_index("id").loc[
+        "rrt.appJ.overlapped_matches_new", "verdict"] == "not held"
