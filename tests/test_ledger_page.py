@@ -92,31 +92,17 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 # when its chapter runs again. (Chapter 05's cpu-long rows went with its cpu-long run of 2026-12-06, at 19adbe5;
 # its cpu row, Fig. 9's rule fix of 52df975, with its cpu run over the cache at 5eb2b53 the same day.)
 KNOWN_DRIFT = {
-    # 2026-12-05: MoR's 'matches or beats vanilla' is stated for > 360M models (not testable with the book's), and
-    # Fig. 4a's growth with Nr became its own claim (measured once throughput.csv has several Nr)
-    ("cpu-long", "03_mixture_of_recursions", "mor.fig3.mor_matches_or_beats_vanilla"): (
-        "held", "not testable at this scale"),
-    ("cpu-long", "03_mixture_of_recursions", "mor.fig4a.throughput_rises_with_nr"): (None, "not measured"),
-    # 2026-12-05: App. C's 'weight-sharing alone degraded performance compared to Vanilla' (Table 7), a new claim
-    ("cpu-long", "03_mixture_of_recursions", "mor.tab7.recursive_behind_vanilla"): (None, "not held"),
-    # 2026-12-05: Sec. 3.1's fixed-token sentence has an accuracy half ('lower validation loss and higher accuracy')
-    # (the cpu row went when chapter 03's cpu run was promoted again, the same evening)
-    ("cpu-long", "03_mixture_of_recursions", "mor.tab3.fixed_tokens_mor2_accuracy"): (None, "not held"),
-    # 2026-12-05: App. G.2's 'KV cache sharing even improves the performance of vanilla models' (Table 12), a new
-    # claim whose runs (rlib.mor.vanilla_kv) are cpu-long's
-    ("cpu-long", "03_mixture_of_recursions", "mor.tab12.kv_share_helps_vanilla"): (None, "not measured"),
     # 2026-12-06: chapter 03's claims read against the paper again: Sec. 3.1's extra tokens at equal FLOPs and Sec.
     # 3.2's MoR behind vanilla at the smallest size, new; App. F.3's dead-token sentence judged apart from Fig. 5b's
     # separation; Sec. 4.2's z-loss sentence apart from the router architecture, on the accuracy it names (not
-    # measured), with the book's NLL reading as ours
-    **{(profile, "03_mixture_of_recursions", claim): (None, verdict) for profile in ("cpu", "cpu-long")
+    # measured), with the book's NLL reading as ours. The cpu-long run at feba872 measured them (promoted); the cpu
+    # chapter's rows go with its next run
+    **{("cpu", "03_mixture_of_recursions", claim): (None, verdict)
        for claim, verdict in (("mor.tab3.more_tokens_isoflop", "held"),
                               ("mor.fig3.mor_behind_vanilla_smallest", "not held"),
-                              ("mor.tab4.ec_zloss_negligible", "not measured"))},
-    **{("cpu", "03_mixture_of_recursions", claim): (None, "not measured")
-       for claim in ("mor.appf3.linear_aux_loss_few_dead", "mor.ours.ec_zloss_nll")},
-    ("cpu-long", "03_mixture_of_recursions", "mor.appf3.linear_aux_loss_few_dead"): (None, "not held"),
-    ("cpu-long", "03_mixture_of_recursions", "mor.ours.ec_zloss_nll"): (None, "held"),
+                              ("mor.tab4.ec_zloss_negligible", "not measured"),
+                              ("mor.appf3.linear_aux_loss_few_dead", "not measured"),
+                              ("mor.ours.ec_zloss_nll", "not measured"))},
 }
 
 
