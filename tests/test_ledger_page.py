@@ -91,18 +91,8 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 # with; CLAIMS.md shows the re-judged one): (profile, chapter, claim) -> (claims.csv, current code). Each entry goes
 # when its chapter runs again. (Chapter 05's cpu-long rows went with its cpu-long run of 2026-12-06, at 19adbe5;
 # its cpu row, Fig. 9's rule fix of 52df975, with its cpu run over the cache at 5eb2b53 the same day.)
-KNOWN_DRIFT = {
-    # 2026-12-06: chapter 03's claims read against the paper again: Sec. 3.1's extra tokens at equal FLOPs and Sec.
-    # 3.2's MoR behind vanilla at the smallest size, new; App. F.3's dead-token sentence judged apart from Fig. 5b's
-    # separation; Sec. 4.2's z-loss sentence apart from the router architecture, on the accuracy it names (not
-    # measured), with the book's NLL reading as ours. The cpu-long run at feba872 measured them (promoted); the cpu
-    # chapter's rows go with its next run
-    **{("cpu", "03_mixture_of_recursions", claim): (None, verdict)
-       for claim, verdict in (("mor.tab3.more_tokens_isoflop", "held"),
-                              ("mor.fig3.mor_behind_vanilla_smallest", "not held"),
-                              ("mor.tab4.ec_zloss_negligible", "not measured"),
-                              ("mor.appf3.linear_aux_loss_few_dead", "not measured"),
-                              ("mor.ours.ec_zloss_nll", "not measured"))},
+KNOWN_DRIFT: dict = {
+    # empty since 2026-12-06: chapter 03's cpu and cpu-long runs were promoted again after its claims were re-read
 }
 
 
