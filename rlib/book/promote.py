@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from rlib.book import manifest as manifest_mod
 from rlib.book.layout import MAIN_PROFILE, missing_artifacts, profile_dir, promoted_dir, run_command
@@ -72,6 +73,18 @@ def write_ledger(manifest, target, profile: str) -> None:
                    "at promotion (`python -m rlib.book ledger` re-judges them)"))
 
 
+README_TABLE_ROWS = 40  # a longer table is cut in the README (a per-step curve runs to thousands of rows)
+
+
+def _inline_table(path: Path, link: str) -> str:
+    """A table's markdown for the README: whole up to README_TABLE_ROWS rows, else its head and a link to the file."""
+    lines = path.read_text().splitlines()
+    if len(lines) <= README_TABLE_ROWS + 2:  # header and rule
+        return "\n".join(lines) + "\n"
+    head = "\n".join(lines[:README_TABLE_ROWS + 2])
+    return f"{head}\n\n*First {README_TABLE_ROWS} of {len(lines) - 2} rows; the whole table: [{link}.md]({link}.md).*\n"
+
+
 def write_readme(manifest, index: dict, target, profile: str) -> None:
     """`README.md` of a promoted folder: every promoted figure and table inline, readable on the repository."""
     parts = [f"# Results of the latest promoted `{profile}` run\n",
@@ -98,6 +111,6 @@ def write_readme(manifest, index: dict, target, profile: str) -> None:
             parts.append(f"*Not in this promoted run (it predates them; `{run_command(profile, ch.id)}` and "
                          f"promote write them): {', '.join(missing)}.*\n")
         parts += [f"![{ch.id}/{name}]({ch.id}/{name}.png)\n" for name in figures]
-        parts += [f"### {name}\n\n{(target / ch.id / f'{name}.md').read_text()}" for name in tables]
+        parts += [f"### {name}\n\n{_inline_table(target / ch.id / f'{name}.md', f'{ch.id}/{name}')}" for name in tables]
     with atomic_path(target / "README.md") as tmp:
         tmp.write_text("\n".join(parts))
