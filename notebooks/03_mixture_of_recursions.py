@@ -284,6 +284,13 @@ geometry = analysis.kv_geometry(experiments.main_model(cfg, work, "rec"), window
 run.figure(plots.plot_kv_geometry(geometry, "Recursive model: norms and cross-depth similarity"), "kv_geometry")
 for name, frame in tables.kv_geometry_tables(geometry).items():
     run.table(frame, name, show=False)
+
+# %% [markdown]
+# The same prefill, counted: the bytes each trained model's cache holds, and the FLOPs it executed (torch's counter:
+# every matmul and each attention call's score rectangle). Sec. 4.3's footnote says sharing attends more (its
+# deeper recursions' queries see every token's keys) but projects fewer keys and values, and saves FLOPs overall:
+
+# %%
 kv_bytes = run.table(tables.kv_bytes(cfg, work, windows[:4]), "kv_bytes");
 
 # %% [markdown]

@@ -92,7 +92,9 @@ exact = run.table(experiments.exactness_table(cfg), "exactness")
 # three blocks, carry, live and scratch. Queries and keys read carry only, values land in scratch, and the MLP
 # writes the Transformer layer's output into live while it cancels scratch; the next layer reads live as its carry.
 # With a ReLU MLP, which passes the identity as relu(u) - relu(-u), the construction is exact. We build it for
-# random norm-free Transformers of depth 1 to 4 and compare attention probabilities and outputs in float64:
+# random norm-free Transformers of depth 1 to 4 and compare attention probabilities and outputs in float64. A single
+# layer needs only width 2D (Sec. 3.1): the attention output lands in live and the MLP completes the residual there,
+# while carry keeps the input the persistent keys and values are computed from (the `single` rows):
 
 # %%
 from rlib.recurrent import simulation  # noqa: E402
@@ -127,8 +129,10 @@ run.figure(plots.plot_gradient_paths(paths, "Theorem 4.1: gradient from x_1 to z
 # %% [markdown]
 # ## Traffic and latency (Sec. 5, Fig. 4)
 #
-# Both schedules score the same N(N-1)/2 pairs. The loop re-reads all earlier keys for every query; the tiles read
-# each key O(log N) times. Counted per (sequence, head) of one layer:
+# Both schedules score the same N(N-1)/2 pairs (`pairs`, `pairs_naive`: counted step by step, so the FLOPs stay
+# quadratic). The loop re-reads all earlier keys for every query; the tiles read each key O(log N) times, and a tiled
+# step reads a slice of lowbit(s) keys, (log2 N) / 2 on average (`kv_slice_mean`, Sec. 6.3). Counted per (sequence,
+# head) of one layer:
 
 # %%
 traffic = run.table(experiments.traffic_table(cfg), "traffic")

@@ -24,6 +24,10 @@ non-linearities are ignored):
     decode    one new token against a context of T cached tokens: F_lin + 4 d_attn min(T, window) per step
               ("2N + attention"; one query sees every key, so no causal half)
 
+Executed FLOPs (`executed_flops`): what a call really ran, counted by torch's FlopCounterMode (every matmul, and
+every scaled-dot-product attention call as its whole score rectangle, QK^T and PV, whether a causal mask lets the
+kernel skip half of it or not): a count of the code, not of a convention.
+
 KV cache bytes per token: 2 (K and V) x n_kv_heads x head_dim x dtype bytes for every plan step that writes a
 slot; steps that reuse a shared slot (`ExecutionPlan.cycle(..., share_kv=True)`) add nothing (MoR Table 2:
 sharing needs 1/Nr of the memory of one cache per depth). Our KVCache keeps every position, so a sliding
@@ -32,8 +36,12 @@ window does not cap it here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from rlib.config import ConfigError
 from rlib.model import Decoder, DecoderConfig, ExecutionPlan
@@ -43,6 +51,7 @@ __all__ = [
     "CONVENTIONS",
     "count_parameters",
     "decode_flops_per_token",
+    "executed_flops",
     "forward_flops_per_token",
     "kv_cache_bytes_per_token",
     "training_flops_per_token",
@@ -196,3 +205,28 @@ def kv_cache_bytes_per_token(
     written_slots = sum(not step.reuse_kv for step in plan.steps)
     itemsize = torch.empty((), dtype=dtype).element_size()
     return written_slots * 2 * config.n_kv_heads * config.head_dim * itemsize
+
+
+def _attention_call_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    """One scaled-dot-product attention call [B, H, Tq, d] x [B, Hkv, Tk, d]: 2 Tq Tk (d + d_v) per head and row
+    (GQA's key heads are shared, the work is per query head)."""
+    batch, heads, q_len, dim = query_shape
+    return 2 * batch * heads * q_len * key_shape[-2] * (dim + value_shape[-1])
+
+
+# the CPU kernel torch's counter has no formula for (its GPU kernels have one, counted the same way)
+_ATTENTION_OPS = tuple(getattr(torch.ops.aten, name) for name in ("_scaled_dot_product_flash_attention_for_cpu",)
+                       if hasattr(torch.ops.aten, name))
+
+
+def executed_flops(fn: Callable[..., Any], *args, **kwargs) -> tuple[Any, dict[str, int]]:
+    """Run `fn(*args, **kwargs)` under torch's FlopCounterMode: (its result, {"total", "attention", "other"}), where
+    "attention" is every scaled-dot-product attention call's score rectangle and "other" the rest (the matmuls of
+    projections, MLPs, routers and the head)."""
+    counter = FlopCounterMode(display=False, custom_mapping={op: _attention_call_flops for op in _ATTENTION_OPS})
+    with counter:
+        out = fn(*args, **kwargs)
+    by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
+    attention = sum(n for op, n in by_op.items() if "attention" in op)
+    total = int(counter.get_total_flops())
+    return out, {"total": total, "attention": attention, "other": total - attention}

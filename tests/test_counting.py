@@ -126,3 +126,20 @@ def test_smollm2_unique_parameters_match_transformers(needs_assets):
     counts = count_parameters(DecoderConfig.from_hf(hf_config))
     assert counts["unique"] == hf_model.num_parameters()
     assert counts["non_embedding"] == hf_model.num_parameters(exclude_embeddings=True)
+
+
+def test_executed_flops_count_every_matmul_and_the_attention_rectangle():
+    from rlib.counting import executed_flops
+
+    q, k = torch.randn(2, 4, 10, 16), torch.randn(2, 2, 30, 16)  # GQA: 4 query heads over 2 key heads
+    weight = torch.randn(16, 8)
+
+    def work():
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, k, is_causal=False, enable_gqa=True)
+        return out @ weight
+
+    out, flops = executed_flops(work)
+    assert out.shape == (2, 4, 10, 8)
+    assert flops["attention"] == 2 * 2 * 4 * 10 * 30 * (16 + 16)
+    assert flops["other"] == 2 * (2 * 4 * 10) * 16 * 8
+    assert flops["total"] == flops["attention"] + flops["other"]

@@ -60,6 +60,7 @@ COMMITTED = {
     "mor.ours.ec_zloss_nll": "not measured",
     "mor.tab4.tc_balancing_loss_vs_loss_free": "not measured",
     "mor.tab11.tc_design_rows": "not measured",
+    "mor.tab4.tc_mlp_router_best": "not measured",
     "mor.apph.tc_load_imbalance": "held",  # 84 % / 76 % of steps above 0.266 (57 % / 60 % in the fp32 run)
     "mor.fig5c.test_time_scaling": "not held",  # cap 1 -> 2 +0.0004 nats (1.0 s.e.) for MoR-2 EC: within noise
     "mor.fig5a.compute_optimal": "not measured",
@@ -67,6 +68,7 @@ COMMITTED = {
     "mor.fig7.kv_norms": "held",
     "mor.fig8.kv_cosine": "held",
     "mor.tab2.kv_memory": "held",
+    "mor.s4_3.kv_share_fewer_flops": "not measured",  # kv_bytes.csv counts FLOPs since 2026-12-06
     "mor.tab9.middle_best_uptraining": "not measured",
     "mor.tab9.seq_step_beats_cyc_step": "not measured",
     "mor.ours.decode_agreement": "not held",
@@ -558,7 +560,8 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     expected = {"mor.ours.gate_ablation": ("held", ""), "mor.tab13.relaxation": ("held", ""),
                 "mor.tab9.middle_best_uptraining": ("held", ""), "mor.tab4.aux_loss_beats_aux_router": ("held", ""),
                 "mor.fig5a.compute_optimal": ("not held", "scale"), "mor.tab10.alpha1_collapse": ("not held", "setup"),
-                "mor.fig4b.middle_cycle_best": ("not held", "budget")}
+                "mor.fig4b.middle_cycle_best": ("not held", "budget"),
+                "mor.tab4.tc_mlp_router_best": ("held", "")}  # MaxVio 0.115 vs 0.831 (paper 0.200 vs 0.492)
     got = {i: (table.loc[i, "verdict"], table.loc[i, "diagnosis"] or "") for i in expected}
     assert got == expected
     assert "not bracketed" in table.loc["mor.fig5a.compute_optimal", "evidence"]
@@ -644,3 +647,40 @@ def test_throughput_growth_with_nr_needs_separated_rounds(committed):
     assert verdict({**committed, "throughput": speed(1.20)}, "mor.fig4a.throughput") == "held"
     slow_two = speed(1.20).assign(speedup_lo=lambda d: np.where(d["nr"] == 2, 0.98, d["speedup_lo"]))
     assert verdict({**committed, "throughput": slow_two}, "mor.fig4a.throughput") == "not held"
+
+
+def _kv_flops(share_total: float, share_attention: float, share_bytes: int = 4) -> pd.DataFrame:
+    rows = [("Recursive", "cache", 12, 30.0, 3.6), ("MoR-EC cache", "cache", 8, 22.0, 2.2),
+            ("MoR-EC share", "share", share_bytes, share_total, share_attention)]
+    return pd.DataFrame([{"model": m, "kv": kv, "bytes": b, "predicted_ratio": b / 12, "measured_ratio": b / 12,
+                          "mflops_per_token": f, "attention_mflops_per_token": a, "app_c_mflops_per_token": f - 4}
+                         for m, kv, b, f, a in rows])
+
+
+def test_kv_sharing_flops_claim_reads_the_executed_counts(committed):
+    """Sec. 4.3 footnote 5: fewer FLOPs overall although attention grows, and less memory; each part flips it."""
+    assert verdict({**committed, "kv_bytes": _kv_flops(21.9, 2.6)}, "mor.s4_3.kv_share_fewer_flops") == "held"
+    more = judged({**committed, "kv_bytes": _kv_flops(22.1, 2.6)}).loc["mor.s4_3.kv_share_fewer_flops"]
+    assert more["verdict"] == "not held" and more["diagnosis"] == "scale" and "outweighs" in more["evidence"]
+    no_reuse = judged({**committed, "kv_bytes": _kv_flops(21.9, 2.2)}).loc["mor.s4_3.kv_share_fewer_flops"]
+    assert no_reuse["verdict"] == "not held" and no_reuse["diagnosis"] == "setup"
+    assert verdict({**committed, "kv_bytes": _kv_flops(21.9, 2.6, share_bytes=9)},
+                   "mor.s4_3.kv_share_fewer_flops") == "not held"
+    assert "mflops_per_token" in verdict_measured(committed, "kv_bytes", "mor.s4_3.kv_share_fewer_flops")
+
+
+def verdict_measured(tabs, name, claim_id) -> str:
+    """The `measured` text of a claim judged without `name`'s new columns (an older run's table)."""
+    old = tabs[name].drop(columns=[c for c in tabs[name].columns if "mflops" in c], errors="ignore")
+    return judged({**tabs, name: old}).loc[claim_id, "measured"]
+
+
+def test_token_choice_mlp_router_claim_reads_maxvio(committed):
+    """Table 4 (right): MLP is 'best' only on MaxVio in the paper's own rows; NLL is reported, not judged."""
+    def rows(mlp_vio: float, mlp_nll: float) -> pd.DataFrame:
+        return pd.DataFrame([{"routing": "token", "row": "final design", "arch": "linear", "maxvio": 0.8, "nll": 6.5},
+                             {"routing": "token", "row": "tc_mlp", "arch": "mlp", "maxvio": mlp_vio, "nll": mlp_nll}])
+
+    assert verdict({**committed, "routers": rows(0.1, 6.9)}, "mor.tab4.tc_mlp_router_best") == "held"
+    worse = judged({**committed, "routers": rows(0.9, 6.0)}).loc["mor.tab4.tc_mlp_router_best"]
+    assert worse["verdict"] == "not held" and worse["diagnosis"] == "budget"

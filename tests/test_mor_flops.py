@@ -72,3 +72,25 @@ def test_measured_cache_bytes_follow_the_cost_model(n_rec):
         ideal = kv_memory_ratio(spec)
         # k_r = int(c_r T) rounds down, so allow one token per recursion of slack
         assert measured[name] / measured["recursive"] == pytest.approx(ideal, abs=n_rec / (tokens * n_rec))
+
+
+def test_the_kv_table_counts_what_sharing_runs():
+    """Sec. 4.3's footnote made executable: in one top-k prefill the sharing model attends more (its deeper
+    recursions' queries see every token's keys) and projects fewer keys and values (it reuses recursion 1's), and
+    the table's attention count is exactly the score rectangles of the calls that ran."""
+    from rlib.mor.tables import kv_bytes_table
+
+    tokens, n_rec = 24, 3
+    x = torch.randint(3, VOCAB, (2, tokens), generator=torch.Generator().manual_seed(0))
+    models = {name: build(tiny_config(4), 2 + 2 * n_rec, spec).eval() for name, spec in [
+        ("recursive", MoRSpec.recursive(n_rec)), ("cache", MoRSpec.expert(n_rec)),
+        ("share", MoRSpec.expert(n_rec, kv="share"))]}
+    table = kv_bytes_table(models, x).set_index("model")
+    share, cache, rec = table.loc["share"], table.loc["cache"], table.loc["recursive"]
+    assert share["attention_mflops_per_token"] > cache["attention_mflops_per_token"]
+    assert share["mflops_per_token"] - share["attention_mflops_per_token"] < \
+        cache["mflops_per_token"] - cache["attention_mflops_per_token"]  # fewer K/V projections
+    config = tiny_config(4)
+    per_call = 2 * x.shape[0] * config.n_heads * tokens * tokens * 2 * config.head_dim  # [T x T] scores, QK and PV
+    assert rec["attention_mflops_per_token"] * 1e6 * x.numel() == pytest.approx((2 + 2 * n_rec) * per_call)
+    assert share["app_c_mflops_per_token"] < cache["app_c_mflops_per_token"] < rec["app_c_mflops_per_token"]

@@ -24,8 +24,13 @@ CPU_VERDICTS = {
     "rt.s5.traffic_n_log_n": "held",
     "rt.s5.traffic_n_log_n.ours": "held",
     "rt.s5.arithmetic_intensity": "held",
+    # the traffic table counts pairs and slices since 2026-12-06; the promoted one is older (until chapter 04 re-runs)
+    "rt.s5.attention_flops_quadratic": "not measured",
+    "rt.s6_3.kv_slice_log_n": "not measured",
+    "rt.s2_2.no_extra_kv_parameters": "held",  # 0.744368M and 0.787712M, both blocks
     "rt.thm1.simulates_transformer": "held",  # App. A's construction: attention and outputs equal to ~1e-15
     "rt.s3_2.token_recurrence": "held",  # 0.16 at G = 0 down to 1.6e-13 at G = 32
+    "rt.s3_1.single_layer_width_2d": "not measured",  # theorem_a1 has its width-2D rows since 2026-12-06
     "rt.thm4_1.closed_form": "held",
     "rt.thm4_1.no_explosion_no_vanishing": "held",
     "rt.thm4_1.grows_above_one.ours": "held",
@@ -605,3 +610,32 @@ def test_batch_sizes_need_rt_ahead_at_both_and_no_larger_rise():
     assert _verdict({"lm_batches": _batches(5.00, 5.04)}, claim) == "held"
     tie = _judge({"lm_batches": _batches(5.00, 5.145)}).loc[claim]  # ahead at 16, level at 32, rises more
     assert tie["verdict"] == "not held" and "deep batch 32" in tie["evidence"] and "RT rises more" in tie["evidence"]
+
+
+# ---- claims added on 2026-12-06: Sec. 2.2's parameters, Sec. 5's FLOPs, Sec. 6.3's slices, Sec. 3.1's width 2D --
+
+
+def test_attention_flops_and_kv_slices_are_counted_from_the_schedule():
+    from rlib.recurrent import experiments
+
+    traffic = experiments.traffic_table(CPU)
+    judged = _judge({"traffic": traffic})
+    assert judged.loc["rt.s5.attention_flops_quadratic", "verdict"] == "held"
+    assert judged.loc["rt.s6_3.kv_slice_log_n", "verdict"] == "held"
+    assert "0.500" in judged.loc["rt.s6_3.kv_slice_log_n", "measured"]  # the mean lowbit is (log2 N) / 2
+    # a schedule that scored one pair twice, or whose slices grew as sqrt(N), is caught
+    doubled = traffic.assign(pairs=traffic["pairs"] + (traffic["n"] == 4096))
+    row = _judge({"traffic": doubled}).loc["rt.s5.attention_flops_quadratic"]
+    assert row["verdict"] == "not held" and row["diagnosis"] == "setup" and "at N = 4096" in row["evidence"]
+    sqrt_slices = traffic.assign(kv_slice_over_log2n=traffic["n"] ** 0.5 / traffic["n"].map(math.log2))
+    assert _verdict({"traffic": sqrt_slices}, "rt.s6_3.kv_slice_log_n") == "not held"
+
+
+def test_no_extra_parameters_needs_equal_counts_at_every_shape(committed):
+    lm = committed["language_models"]
+    assert _verdict({"language_models": lm}, "rt.s2_2.no_extra_kv_parameters") == "held"
+    extra = lm.assign(params_m=lm["params_m"] + (lm["block"] == "recurrent") * 0.033)  # two more D x D per layer
+    row = _judge({"language_models": extra}).loc["rt.s2_2.no_extra_kv_parameters"]
+    assert row["verdict"] == "not held" and row["diagnosis"] == "setup"
+    only_rt = lm[lm["block"] == "recurrent"]
+    assert _verdict({"language_models": only_rt}, "rt.s2_2.no_extra_kv_parameters") == "not measured"

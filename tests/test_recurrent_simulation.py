@@ -20,10 +20,34 @@ def _judge(tables: dict[str, pd.DataFrame], claim: str) -> pd.Series:
 
 def test_the_width_3d_rt_reproduces_every_attention_score_and_output():
     table = simulation.simulation_table(depths=(1, 2, 3), seeds=2)
-    assert (table["rt_width"] == 3 * table["width"]).all()
-    assert table["max_prob_diff"].max() <= 1e-12 and (table["max_output_diff"] / table["output_scale"]).max() <= 1e-12
-    assert (table["scratch_max"] == 0).all()
+    stacked = table[table["construction"] == "stacked"]
+    assert len(stacked) == 6 and (stacked["rt_width"] == 3 * stacked["width"]).all()
+    assert stacked["max_prob_diff"].max() <= 1e-12
+    assert (stacked["max_output_diff"] / stacked["output_scale"]).max() <= 1e-12
+    assert (stacked["scratch_max"] == 0).all()
     assert _judge({"theorem_a1": table}, "rt.thm1.simulates_transformer")["verdict"] == "held"
+
+
+def test_one_layer_needs_only_width_2d_but_two_such_layers_do_not_stack():
+    """Sec. 3.1 / App. A's remark: a single layer is simulated at width 2D; stacking is what needs the third block."""
+    table = simulation.simulation_table(depths=(1, 2), seeds=2)
+    single = table[table["construction"] == "single"]
+    assert set(single["depth"]) == {1} and (single["rt_width"] == 2 * single["width"]).all()
+    assert single["max_prob_diff"].max() <= 1e-12
+    assert _judge({"theorem_a1": table}, "rt.s3_1.single_layer_width_2d")["verdict"] == "held"
+    assert _judge({"theorem_a1": table}, "rt.thm1.simulates_transformer")["verdict"] == "held"  # the 3D rows only
+    # two width-2D layers in a row: the second's live block starts at x, not 0, so its MLP sees x + y + a'
+    layers = simulation.random_transformer(2, 6, d_head=3, hidden=12, seed=4)
+    x = torch.randn(10, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y, _ = simulation.transformer_forward(layers, x)
+    first = simulation.simulate_single(layers[0])
+    z, _ = simulation.rt_forward([first], torch.cat([x, torch.zeros_like(x)], dim=-1))
+    torch.testing.assert_close(z[:, :6], x, rtol=0, atol=0)  # carry untouched: the persistent pairs are K x, V x
+    swap = torch.cat([z[:, 6:], z[:, :6]], dim=-1)  # the best a second 2D layer can read: carry y, live x
+    z2, _ = simulation.rt_forward([simulation.simulate_single(layers[1])], swap)
+    assert float((y - z2[:, 6:]).abs().max()) > 1e-3
+    off = table.assign(max_output_diff=table["max_output_diff"].where(table["construction"] == "stacked", 1e-3))
+    assert _judge({"theorem_a1": off}, "rt.s3_1.single_layer_width_2d")["verdict"] == "not held"
 
 
 def test_the_construction_fails_without_its_scratch_or_its_swap():

@@ -35,6 +35,11 @@ def test_traffic_is_n_log_n_for_tiles_and_quadratic_for_the_loop():
     assert small["pairs"] == naive_small["pairs"] == 1024 * 1023 // 2
     assert 15 < naive_large["elements"] / naive_small["elements"] <= 16.1  # x16 for 4x N
     assert 4 < large["elements"] / small["elements"] < 6  # x4 log(4096)/log(1024) = 4.8
+    # Sec. 6.3: a tiled step reads lowbit(s) keys, (log2 N) / 2 on average; the loop reads the whole prefix
+    tiled, naive = tile_traffic(512, 64), tile_traffic(512, 64, "naive")
+    assert tiled["kv_slice_mean"] == pytest.approx(256 * 9 / 511) and tiled["kv_slice_max"] == 256
+    assert naive["kv_slice_mean"] == 255.5 and naive["pairs"] == tiled["pairs"] == 512 * 511 // 2
+    assert tile_traffic(100, 8)["pairs"] == 100 * 99 // 2  # N not a power of two: the last tiles are cut, not lost
     with pytest.raises(ValueError, match="schedule='flash'"):
         tile_traffic(8, 4, "flash")
 

@@ -104,20 +104,29 @@ def tile_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.
     dq[:, :, q0:q1] += ds @ keys
 
 
-def tile_traffic(n: int, head_dim: int, schedule: str = "tiled") -> dict[str, int]:
-    """Elements read and written per (sequence, head) by the attention part of one layer's prefill.
+def tile_traffic(n: int, head_dim: int, schedule: str = "tiled") -> dict[str, float]:
+    """Elements read and written per (sequence, head) by the attention part of one layer's prefill, the (query,
+    persistent key) pairs scored, and the key/value slice each step reads (Sec. 5 'Asymptotics', Sec. 6.3).
 
     naive: step t reads q_t, t persistent keys and values (plus the temporary pair) and writes one output row.
     tiled: each tile reads T_q queries, T keys, T values, and reads and writes T_q accumulator rows (d + 2 with
-    the max and the denominator), where T_q = min(T, N - s). Pairs scored are N(N - 1)/2 in both.
+    the max and the denominator), where T_q = min(T, N - s). Pairs are counted from the steps themselves (tiles:
+    T_q x T each), so a schedule that skipped or repeated a pair would show it; the slice is the number of persistent
+    positions a step reads (naive: the whole prefix; tiled: T = lowbit(s)), averaged and maximised over its steps.
     """
     if schedule == "naive":
         elements = sum(head_dim + 2 * (t + 1) * head_dim + head_dim for t in range(n))
+        slices = list(range(n))  # step t reads the t persistent pairs before it
+        pairs = sum(slices)
     elif schedule == "tiled":
         elements = 3 * n * head_dim  # q, and the temporary pair, read once to initialise the accumulators
+        slices, pairs = [], 0
         for q0, q1, k0, k1 in tiles(n):
             rows = q1 - q0
             elements += rows * head_dim + 2 * (k1 - k0) * head_dim + 2 * rows * (head_dim + 2)
+            slices.append(k1 - k0)
+            pairs += rows * (k1 - k0)
     else:
         raise ValueError(f"schedule={schedule!r}: use 'naive' or 'tiled'")
-    return {"n": n, "elements": elements, "pairs": n * (n - 1) // 2}
+    return {"n": n, "elements": elements, "pairs": pairs, "kv_slice_mean": sum(slices) / max(len(slices), 1),
+            "kv_slice_max": max(slices, default=0)}

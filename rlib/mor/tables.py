@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from rlib import data
+from rlib.counting import executed_flops
 from rlib.mor import analysis
 from rlib.mor.budget_sweep import sweep_variants
 from rlib.mor.config import SHORT, MoRConfig, unrolled_layers, variants
@@ -262,18 +263,26 @@ def depth_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 @torch.no_grad()
 def kv_bytes_table(models: dict[str, MoRDecoder], windows: torch.Tensor) -> pd.DataFrame:
     """Table 2's KV-memory ratios against the bytes a real cache holds after prefilling the test windows with
-    top-k routing (recursion layers only; relative to the Recursive model, which caches every token per depth)."""
+    top-k routing (recursion layers only; relative to the Recursive model, which caches every token per depth), and
+    the FLOPs that same prefill executed (Sec. 4.3's footnote: sharing adds attention FLOPs, saves K/V projections),
+    counted by torch beside App. C's count for the model's shape."""
     rows, reference = [], None
+    tokens = windows.numel()
     for label, model in models.items():
         model.eval()
         cache = model.new_cache()
-        model(windows, cache=cache, mode="topk")
+        _, flops = executed_flops(model, windows, cache=cache, mode="topk")
         depths = [d for rec in model.recursions for d in rec]
         measured = cache_bytes(cache, slots=sorted({model.decoder.plan.steps[d].slot for d in depths}))
         if model.spec.routing == "none" and model.spec.kv == "cache":
             reference = measured
+        config = model.decoder.config
+        app_c = paper_flops_per_token(config.d_model, config.d_ffn, windows.shape[1], model.n_layers, model.spec)
         rows.append({"model": label, "kv": model.spec.kv, "bytes": measured,
-                     "predicted_ratio": kv_memory_ratio(model.spec)})
+                     "predicted_ratio": kv_memory_ratio(model.spec),
+                     "mflops_per_token": flops["total"] / tokens / 1e6,
+                     "attention_mflops_per_token": flops["attention"] / tokens / 1e6,
+                     "app_c_mflops_per_token": app_c / 1e6})
     df = pd.DataFrame(rows)
     df["measured_ratio"] = df["bytes"] / reference if reference else np.nan
     return df

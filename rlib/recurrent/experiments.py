@@ -80,15 +80,21 @@ def exactness_table(cfg: RecurrentConfig, impl: str = "reference") -> pd.DataFra
 
 def traffic_table(cfg: RecurrentConfig, head_dim: int = 64) -> pd.DataFrame:
     """Counted attention traffic per (sequence, head) of one layer's prefill, naive vs tiled, with the local
-    log-log slope between successive lengths (2 = quadratic, ~1 = N log N)."""
+    log-log slope between successive lengths (2 = quadratic, ~1 = N log N); the (query, key) pairs each schedule
+    scores (Sec. 5: the FLOPs stay Theta(N^2)) and the mean / largest key-value slice a tiled step reads (Sec. 6.3:
+    O(log N) positions on average), all counted from the schedules' own steps."""
     from kernels.tiled_prefill import tile_traffic
 
-    rows = [{"n": n, "naive": tile_traffic(n, head_dim, "naive")["elements"],
-             "tiled": tile_traffic(n, head_dim, "tiled")["elements"], "pairs": n * (n - 1) // 2}
-            for n in cfg.traffic_lengths]
+    rows = []
+    for n in cfg.traffic_lengths:
+        naive, tiled = tile_traffic(n, head_dim, "naive"), tile_traffic(n, head_dim, "tiled")
+        rows.append({"n": n, "naive": naive["elements"], "tiled": tiled["elements"], "pairs": tiled["pairs"],
+                     "pairs_naive": naive["pairs"], "kv_slice_mean": tiled["kv_slice_mean"],
+                     "kv_slice_max": tiled["kv_slice_max"], "kv_slice_mean_naive": naive["kv_slice_mean"]})
     table = pd.DataFrame(rows)
     table["naive_over_tiled"] = table["naive"] / table["tiled"]
-    for col in ("naive", "tiled"):
+    table["kv_slice_over_log2n"] = table["kv_slice_mean"] / table["n"].map(math.log2)
+    for col in ("naive", "tiled", "pairs"):
         slope = [float("nan")] + [math.log(b / a) / math.log(m / k) for a, b, k, m in zip(
             table[col][:-1], table[col][1:], table["n"][:-1], table["n"][1:])]
         table[f"{col}_slope"] = slope

@@ -14,6 +14,14 @@ ReLU MLP the construction is exact: the identity passes through a ReLU layer as 
 ReLU MLP of hidden width H + 6D. `simulation_table` builds it for random norm-free Transformers and compares
 attention probabilities and outputs.
 
+A single layer needs only width 2D (Sec. 3.1, App. A's closing remark): keep carry, let the attention output land in
+the live block and have the MLP complete the residual there,
+
+    input   (c, l) = (x, 0);  attention output (0, a);  h = (x, a);  MLP^(h) = (0, x + MLP(x + a))
+    output  (x, y),  y = x + a + MLP(x + a)
+
+(`simulate_single`); stacking a second such layer fails because its live block would start at x, not 0.
+
 Sec. 3.2: if attention at position t concentrates on the previous persistent pair (logit gap G to every other key,
 the temporary pair included), the layer becomes the state recurrence
 `z_t = x_t + alpha (V RMS(z_{t-1}) + MLP[RMS(x_t + alpha V RMS(z_{t-1}))])` (with the output projection and the
@@ -34,7 +42,8 @@ from rlib.recurrent.config import RTConfig
 from rlib.recurrent.layer import RTLayer, attend, expand_heads
 
 __all__ = ["RECURRENCE_LAYER", "NormFreeLayer", "embed", "local_attention_layer", "random_transformer",
-           "recurrence_table", "rnn_layer", "rt_forward", "simulate", "simulation_table", "transformer_forward"]
+           "recurrence_table", "rnn_layer", "rt_forward", "simulate", "simulate_single", "simulation_table",
+           "transformer_forward"]
 
 
 @dataclass
@@ -142,16 +151,42 @@ def simulate(layers: list[NormFreeLayer]) -> list[NormFreeLayer]:
     return out
 
 
+def simulate_single(layer: NormFreeLayer) -> NormFreeLayer:
+    """Sec. 3.1's width-2D RT layer for one norm-free Transformer layer, input (x, 0) -> output (x, y) (see the
+    module docstring): queries, keys and values read carry, values land in live, and the ReLU MLP of hidden width
+    H + 2D writes MLP(x + a) + x into live."""
+    width, dtype = layer.V.shape[0], layer.V.dtype
+    eye, zero = torch.eye(width, dtype=dtype), torch.zeros(width, width, dtype=dtype)
+    carry, live = torch.cat([eye, zero], dim=1), torch.cat([zero, eye], dim=1)  # [D, 2D] each
+    both = carry + live  # u -> c + l = x + a, the Transformer MLP's input
+    hidden = torch.cat([layer.W1 @ both, carry, -carry])  # [H + 2D, 2D]: relu(x) - relu(-x) passes x through
+    b1 = torch.cat([layer.b1, torch.zeros(2 * width, dtype=dtype)])
+    W2 = live.T @ torch.cat([layer.W2, eye, -eye], dim=1)  # [2D, H + 2D]
+    return NormFreeLayer(layer.Q @ carry, layer.K @ carry, live.T @ layer.V @ carry, hidden, b1, W2,
+                         live.T @ layer.b2)
+
+
 def embed(x: torch.Tensor, seed: int) -> torch.Tensor:
     """The RT's input (c, l, s) = (x, w, 0) with an arbitrary (random) live block w."""
     w = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)
     return torch.cat([x, w, torch.zeros_like(x)], dim=-1)
 
 
+def _row(construction: str, depth: int, seed: int, x: torch.Tensor, y: torch.Tensor, y_hat: torch.Tensor,
+         p: list[torch.Tensor], p_hat: list[torch.Tensor], rt_width: int, scratch: float) -> dict[str, object]:
+    return {"construction": construction, "depth": depth, "seed": seed, "width": x.shape[1], "rt_width": rt_width,
+            "tokens": x.shape[0], "dtype": str(x.dtype).removeprefix("torch."),
+            "max_prob_diff": max(float((a - b).abs().max()) for a, b in zip(p, p_hat)),
+            "max_output_diff": float((y - y_hat).abs().max()), "output_scale": float(y.abs().max()),
+            "scratch_max": scratch}
+
+
 def simulation_table(depths: tuple[int, ...] = (1, 2, 3, 4), width: int = 8, tokens: int = 12, seeds: int = 3,
                      dtype: torch.dtype = torch.float64) -> pd.DataFrame:
-    """Per depth and seed: the largest difference between the Transformer's and its simulating RT's attention
-    probabilities (every layer) and final outputs (read from the block the last layer writes), and the RT's width."""
+    """Per construction, depth and seed: the largest difference between the Transformer's and its simulating RT's
+    attention probabilities (every layer) and final outputs (read from the block the last layer writes), and the
+    RT's width. `construction` "stacked" is Theorem A.1's width 3D at every depth; "single" is the width-2D layer
+    (depth 1 only; it has no scratch block, so `scratch_max` is 0 by construction there)."""
     rows = []
     for depth in depths:
         for seed in range(seeds):
@@ -161,12 +196,11 @@ def simulation_table(depths: tuple[int, ...] = (1, 2, 3, 4), width: int = 8, tok
             z, p_hat = rt_forward(simulate(layers), embed(x, seed))
             out_block = depth % 2  # layer i writes block 1 - i % 2; the last one is layer depth - 1
             y_hat = z[:, out_block * width:(out_block + 1) * width]
-            rows.append({"depth": depth, "seed": seed, "width": width, "rt_width": z.shape[1], "tokens": tokens,
-                         "dtype": str(dtype).removeprefix("torch."),
-                         "max_prob_diff": max(float((a - b).abs().max()) for a, b in zip(p, p_hat)),
-                         "max_output_diff": float((y - y_hat).abs().max()),
-                         "output_scale": float(y.abs().max()),
-                         "scratch_max": float(z[:, 2 * width:].abs().max())})
+            rows.append(_row("stacked", depth, seed, x, y, y_hat, p, p_hat, z.shape[1],
+                             float(z[:, 2 * width:].abs().max())))
+            if depth == 1:
+                z, p_hat = rt_forward([simulate_single(layers[0])], torch.cat([x, torch.zeros_like(x)], dim=-1))
+                rows.append(_row("single", depth, seed, x, y, z[:, width:], p, p_hat, z.shape[1], 0.0))
     return pd.DataFrame(rows)
 
 
