@@ -123,7 +123,8 @@ book.show_source(LayerSkipLoss.loss)
 # Every recipe trains the same deep, narrow Llama-style model (untied head) on the same tokens and steps, here on
 # Python code (Fig. 11's held-out set is The Stack). The recipes that the claims read with a seed spread run with
 # every seed of the preset, the others with the first. The cpu profile trains the baseline and LD+EE, the two models
-# the decoding tables need; cpu-long adds LD and EE alone, the ablations and three seeds. The next section's runs on
+# the decoding tables need; cpu-long adds LD and EE alone, the ablations (among them LD with S(t) = 1, the setting
+# Sec. 4.1.1 keeps for continual pretraining, against S_exp from scratch) and three seeds. The next section's runs on
 # the pretrained model, and Table 8's runs at a higher learning rate, train in the same pool of workers (one per
 # core), so that these short runs fill the cores while those long ones finish; those sections read them back.
 

@@ -32,6 +32,7 @@ EXPECTED_CPU = {
     "ls.fig8.scratch_last_exit_slight_drop": H, "ls.ours.teacher_forced_acceptance": H,
     "ls.fig11.ee_prevents_ld_reduces": M, "ls.fig11.ee_prevents_ld_reduces.ours": M, "ls.fig11.baseline_middle_rises":
     M, "ls.fig11.baseline_middle_rises.ours": M, "ls.fig12.exp_vs_const_dropout": M,
+    "ls.s411.exp_time_curriculum_from_scratch": M,
     "ls.s412.all_layers_slows_training": M, "ls.s412.all_layers_hurts_last": M, "ls.s412.all_layers_every_step.ours": M,
     "ls.concl.large_r_minimal_overhead": M, "ls.concl.ld_training_speed": M, "ls.tab8.ld_needs_higher_lr": M,
     "ls.ours.tab8_lr_gain_is_ld_own": M, "ls.tab1.continual_middle_ppl": H, "ls.tab1.continual_middle_ppl.ours": H,
@@ -106,7 +107,7 @@ def test_specs_are_unique_placed_and_each_has_a_check():
     assert all(s.where.strip() and s.paper == "004" and s.artifact for s in SPECS)
     assert set(ids) == set(claims.CHECKS) | set(NEEDS) and not set(claims.CHECKS) & set(NEEDS)
     assert all(s.ours for s in SPECS if s.id.endswith(".ours") or s.id.startswith("ls.ours."))
-    assert sum(not s.ours for s in SPECS) + sum(s.ours for s in SPECS if s.id.startswith("ls.ours.")) == 62
+    assert sum(not s.ours for s in SPECS) + sum(s.ours for s in SPECS if s.id.startswith("ls.ours.")) == 63
 
 
 def test_no_tables_leave_every_claim_not_measured():
@@ -714,3 +715,31 @@ def test_generation_must_drop_from_a_last_exit_that_scores():
     assert kept["verdict"] == H and "book_cloze 34.0 -> 0.0" in kept["measured"]
     tasks.loc[at("book_cloze", last), "value"] = 0.02  # generation never scored: nothing drops
     assert judged({**found, "pretrained_tasks": tasks}).loc["ls.tab1.classification_vs_generation", "verdict"] == N
+
+
+def test_exponential_time_curriculum_claim_reads_the_last_exit():
+    """Sec. 4.1.1: from scratch, S_exp 'lead to best accuracies' against S(t) = 1 (the recipe 'ld_tconst')."""
+    runs = [record("baseline", 0, 6.0, 3.0), record("ld", 0, 5.5, 3.0), record("ld", 1, 5.5, 3.02)]
+    found = judged(scratch_tables(runs + [record("ld_tconst", 0, 5.6, 3.1)]), SCRATCH)
+    row = found.loc["ls.s411.exp_time_curriculum_from_scratch"]
+    assert row["verdict"] == H and "gap +0.0900 nats" in row["measured"]
+    flipped = judged(scratch_tables(runs + [record("ld_tconst", 0, 5.6, 2.95)]), SCRATCH)
+    row = flipped.loc["ls.s411.exp_time_curriculum_from_scratch"]
+    assert row["verdict"] == N and row["diagnosis"] == "budget" and "opposite sign" in row["evidence"]
+    assert judged(scratch_tables(runs), SCRATCH).loc["ls.s411.exp_time_curriculum_from_scratch", "verdict"] == M
+
+
+def test_the_s_equals_one_recipe_keeps_its_dropout_flat_over_training():
+    """'ld_tconst' overrides the profile's S_exp with S(t) = 1: the last layer drops at p_max from the first step,
+    where S_exp starts at 0 and reaches p_max at the end."""
+    from rlib.layerskip.config import RECIPES
+    from rlib.layerskip.training import with_recipe
+    from tests.test_looping import tiny_model
+
+    last = {}
+    for recipe in ("ld", "ld_tconst"):
+        model, _ = with_recipe(tiny_model(4), *RECIPES[recipe], p_max=0.2, e_scale=0.0, curriculum="rotational",
+                               rotation=None, time_schedule="exp", total_steps=100, accumulation_steps=1, seed=0)
+        last[recipe] = (model.rates(0)[-1], model.rates(99)[-1])
+    assert last["ld_tconst"] == pytest.approx((0.2, 0.2))
+    assert last["ld"][0] == pytest.approx(0.0) and last["ld"][1] == pytest.approx(0.2, rel=0.05)

@@ -12,6 +12,8 @@ A recipe (`RECIPES`) says which of layer dropout and the early-exit loss a run t
     ee           the early-exit loss (e_scale, the profile's curriculum, rotational by default)
     ld_ee        both (Figs. 8 and 10's "LD+EE")
     ld_const     dropout at the mean rate on every layer (Fig. 12's "Const" against ld's "Exp")
+    ld_tconst    ld without the curriculum over training steps, S(t) = 1 (Sec. 4.1.1's setting for continual
+                 pretraining, against ld's S_exp from scratch)
     ee_all       the early-exit loss on every layer at every step (the curriculum ablation of Sec. 4.1.2)
     ee_gradual   the gradual curriculum
 """
@@ -43,6 +45,7 @@ RECIPES: dict[str, tuple[bool, bool, dict[str, str]]] = {
     "ee": (False, True, {}),
     "ld_ee": (True, True, {}),
     "ld_const": (True, False, {"layer_schedule": "constant"}),
+    "ld_tconst": (True, False, {"time_schedule": "constant"}),
     "ee_all": (False, True, {"curriculum": "all"}),
     "ee_gradual": (False, True, {"curriculum": "gradual"}),
 }

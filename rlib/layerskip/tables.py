@@ -48,7 +48,7 @@ __all__ = ["COLUMNS", "RECIPE_LABELS", "best_whole_head", "cost_table", "curricu
            "schedule_table", "step_times", "table_1", "table_10", "task_long", "train_curves"]
 
 RECIPE_LABELS = {"baseline": "baseline", "ld": "LD", "ee": "EE", "ld_ee": "LD+EE", "ld_const": "LD const",
-                 "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
+                 "ld_tconst": "LD S=1", "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
 
 
 def _exits_long(results: list[dict[str, Any]]) -> pd.DataFrame:

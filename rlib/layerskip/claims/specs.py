@@ -173,6 +173,16 @@ _PAPER_SPECS: tuple[ClaimSpec, ...] = (
                "probe_curves"),
            "the baseline's middle-exit NLL rises (or stalls) during training while EE's keeps falling: final minus "
            "best > 0.05 nats for the baseline and <= 0.05 for EE (probe_curves)."),
+    # Sec. 4.1.1, Eq. 4
+    _ls("ls.s411.exp_time_curriculum_from_scratch", "Sec. 4.1.1 (Layer Dropout), Eq. 4",
+        "'If we start with a pre-trained model and perform continual pretraining or finetuning, it is best to not "
+        "scale across time and hence set S(t)=1. However, for pretraining from scratch, we found that an exponential "
+        "curriculum, S_exp(t), lead to best accuracies' (no table or figure).",
+        "exits: from scratch, layer dropout with S_exp ('ld') against the same p_max with S(t) = 1 ('ld_tconst', "
+        "the first seed): ld's last-exit NLL below ld_tconst's by more than ld's seed s.d. and its top-1 not lower "
+        "(threshold ours). S(t) = 1 also drops more layers on average, so the comparison is the paper's, not a "
+        "test of the curriculum at equal mean dropout.",
+        "exits"),
     # Sec. 10.3, Fig. 12
     _ls("ls.fig12.exp_vs_const_dropout", "Sec. 10.3 (Layer Dropout Configurations), Fig. 12; Eq. 3",
         "Layer dropout rising exponentially from 0 at the first layer to 0.2 at the last trains to a lower loss than "

@@ -230,6 +230,21 @@ def exp_vs_const(ctx: Context) -> Verdict:
                   f"{ctx.scratch_tokens():,} tokens; needs: >= 5 seeds or a longer run"))
 
 
+def exp_time_curriculum(ctx: Context) -> Verdict:
+    last = ctx.cfg.n_layers
+    exp, flat = _exit(ctx, "ld", last), _exit(ctx, "ld_tconst", last)
+    gap, spread = flat["nll"] - exp["nll"], _sd(exp["nll_sd"])
+    top1 = exp["top1_acc"] - flat["top1_acc"]
+    measured = (f"last exit ({last}): S_exp NLL {exp['nll']:.4f} (top-1 {exp['top1_acc']:.4f}, {int(exp['seeds'])} "
+                f"seeds, s.d. {spread:.4f}) vs S(t) = 1 {flat['nll']:.4f} ({flat['top1_acc']:.4f}, "
+                f"{int(flat['seeds'])} seed); gap {gap:+.4f} nats, top-1 {100 * top1:+.2f} pts")
+    sign = "has the paper's sign but" if gap > 0 else "has the opposite sign and"
+    return Verdict(bool(gap > spread and top1 >= 0), measured, lambda: (
+        "budget", f"the {gap:+.3f}-nat gap {sign} sets one S(t) = 1 run against LD's {int(exp['seeds'])}-seed s.d. "
+                  f"({spread:.3f}) after {ctx.scratch_tokens():,} tokens; needs: S(t) = 1 at every seed and a longer "
+                  "run"))
+
+
 # ------------------------------------------------------------------------------------ Sec. 4.1.2 and Sec. 9
 def _curricula(ctx: Context) -> dict[str, pd.Series]:
     return {r: _row(ctx, "curricula", r) for r in (BASE, "ee", "ee_all")}
@@ -441,6 +456,7 @@ CHECKS: dict[str, Check] = {
     "ls.fig11.baseline_middle_rises": baseline_middle_rises,
     "ls.fig11.baseline_middle_rises.ours": lambda ctx: baseline_middle_rises(ctx, threshold=0.05),
     "ls.fig12.exp_vs_const_dropout": exp_vs_const,
+    "ls.s411.exp_time_curriculum_from_scratch": exp_time_curriculum,
     "ls.s412.all_layers_slows_training": all_layers_slow,
     "ls.s412.all_layers_hurts_last": all_layers_hurt_last,
     "ls.s412.all_layers_every_step.ours": all_layers_old,
