@@ -161,6 +161,15 @@ run.figure(plots.plot_training_loss(curves, g1, f"Training loss, recursive vs re
            "training_loss");
 
 # %% [markdown]
+# §3.5 credits the SVD init with "faster convergence by updating the principal low-rank matrices" and shows only
+# final accuracies. Where the profile also uptrains Average and Lower with the standard zero LoRA init (`cpu-long`),
+# their training curves sit beside the SVD runs' at the same rank, on the same batches:
+
+# %%
+if cfg.zero_inits:
+    run.table(tables.init_curves(work, results, cfg), "init_curves", show=False)
+
+# %% [markdown]
 # The prefix rows (`prefix` > 0; `cpu-long` and larger profiles) are Appendix H's alternative: each depth gets
 # P trainable prompt vectors whose shared K/V projections every query also attends to, behind a per-head gate
 # that starts at zero. The paper found them far below LoRA at equal size.

@@ -19,8 +19,8 @@ from rlib.model import convert
 from rlib.recursive import experiments as ch01
 from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
 
-__all__ = ["changes_table", "comparisons", "exit_table", "flat", "full_reference_table", "g1_rank", "kd_long_table",
-           "main_grid", "module_rank_table", "paired", "relax_table", "seeds_table", "training_table"]
+__all__ = ["changes_table", "comparisons", "exit_table", "flat", "full_reference_table", "g1_rank", "init_curves",
+           "kd_long_table", "main_grid", "module_rank_table", "paired", "relax_table", "seeds_table", "training_table"]
 
 
 def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -102,6 +102,25 @@ def training_table(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
         return curves
     runs = plain[["name", "init", "rank"]].rename(columns={"name": "variant"})
     return curves.merge(runs, on="variant")[["init", "rank", "step", "tokens", "loss", "val_loss", "variant"]]
+
+
+def init_curves(work: Path, results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
+    """§3.5's 'faster convergence' of the SVD init: for each init of `zero_inits`, the training curves of its
+    relaxed model uptrained plainly at the largest rank with the SVD LoRA init and with the standard zero init (the
+    same batches and steps), one row per logged step (init, lora_init, rank, step, tokens, loss, val_loss). Empty
+    where the profile runs no zero init."""
+    df = main_grid(flat(results))
+    if df.empty or not cfg.zero_inits:
+        return pd.DataFrame()
+    top = max(cfg.ranks)
+    pick = df[_plainly_uptrained(df) & (df["prefix"] == 0) & df["init"].isin(cfg.zero_inits) & (df["rank"] == top)
+              & df["lora_init"].isin(("svd", "zero"))]
+    curves = training_curves(work, [r for r in results if r["name"] in set(pick["name"])])
+    if curves.empty:
+        return curves
+    runs = pick[["name", "init", "lora_init", "rank"]].rename(columns={"name": "variant"})
+    return curves.merge(runs, on="variant")[["init", "lora_init", "rank", "step", "tokens", "loss", "val_loss",
+                                            "variant"]]
 
 
 def g1_rank(curves: pd.DataFrame, inits: tuple[str, ...], full_rank: int) -> int | None:
