@@ -30,7 +30,7 @@ COMMITTED = {
     "mor.tab3.more_tokens_isoflop": "held",  # MoR-2 / 3 EC 1.27x / 1.40x vanilla's tokens (paper 1.35 / 1.50)
     "mor.tab3.fixed_tokens_mor2": "held",
     "mor.tab3.fixed_tokens_mor2_accuracy": "not held",  # next line within chance for every model
-    "mor.tab3.fixed_tokens_time_memory": "not held",  # time 0.865x, memory 0.891x (paper 0.81, 0.75; AMX Xeon, 2026-12-06)
+    "mor.tab3.fixed_tokens_time_memory": "not held",  # time 0.865x, memory 0.891x (paper 0.81, 0.75; AMX Xeon)
     "mor.tab3.ec_beats_tc": "held",
     "mor.tab3.kv_share_isoflop": "not held",
     "mor.tab3_fig5c.nll_rises_with_nr": "not held",

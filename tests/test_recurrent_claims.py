@@ -38,7 +38,7 @@ CPU_VERDICTS = {
     # the newest GPU folder (H200, 3d9e1ee), eager over N 4096 -> 8192: naive slope 1.84, PyTorch tiles (the paper's
     # implementation) 1.52; the book's Triton tiles 0.83 over 2048 -> 4096 (held when judged on them, to 2026-12-05)
     "rt.fig4.latency_growth": "not held",
-    "rt.ours.cpu_speedup": "not held",  # 1.60x on 2026-12-06's 2-core AMX Xeon (2.03x, 2.43x, 1.67x, 1.82x on EPYCs before)
+    "rt.ours.cpu_speedup": "not held",  # 1.60x on a 2-core AMX Xeon (2.03x, 2.43x, 1.67x, 1.82x on EPYCs before)
     "rt.table2.cuda_graphs": "not held",  # H200, 3d9e1ee: eager max/min 1.86 over B, graph speed-up 2.7x at B 512
     "rt.s7_3.kv_cache_same_as_transformer": "held",
     "rt.ours.decode_matches_prefill": "held",
