@@ -19,11 +19,14 @@ def test_recipes_set_dropout_and_exit_loss_as_named():
     for recipe in config.RECIPES:
         model, hook, probe, tcfg = experiments.build(config.LayerSkipRun(recipe, 0), cfg, 64, windows)
         seen[recipe] = (model.p_max, model.layer_schedule, hook.e_scale, hook.curriculum)
-        assert model.n_layers == cfg.n_layers and model.time_schedule == "exp" and hook.rotation == cfg.n_layers - 1
+        expected_time = "constant" if recipe == "ld_tconst" else "exp"  # Sec. 4.1.1's S(t) = 1 against S_exp
+        assert model.n_layers == cfg.n_layers and model.time_schedule == expected_time
+        assert hook.rotation == cfg.n_layers - 1
         assert probe.exits == (6, 12) and tcfg.max_steps == cfg.steps == 400
         assert model.decoder.lm_head is not None  # untied, as the paper's Llama models
     assert seen["baseline"] == (0.0, "exp", 0.0, "rotational")
     assert seen["ld"] == (0.2, "exp", 0.0, "rotational") and seen["ld_const"] == (0.2, "constant", 0.0, "rotational")
+    assert seen["ld_tconst"] == seen["ld"]  # only the time schedule differs
     assert seen["ee"] == (0.0, "exp", 0.2, "rotational") and seen["ld_ee"] == (0.2, "exp", 0.2, "rotational")
     assert seen["ee_all"][3] == "all" and seen["ee_gradual"][3] == "gradual"
     names = [r.name for r in config.scratch_runs(cfg)]
