@@ -94,7 +94,7 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 KNOWN_DRIFT: dict = {
     # claims added on 2026-12-06 from the paper's text (no promoted claims.csv has them yet); the cpu rows go with
     # the chapters' next cpu runs (chapters 03's and 04's went with their cpu runs of 2026-12-06), the cpu-long rows
-    # with their next cpu-long runs
+    # with their next cpu-long runs (chapter 04's went with its cpu-long run of 2026-12-06)
     ("cpu", "02_relaxed_recursion", "rrt.fig8.relaxed_cdb_beats_csb"): (None, "held"),
     ("cpu", "02_relaxed_recursion", "rrt.tabJ2.kd_limits_final_drop"): (None, "not held"),
     ("cpu", "02_relaxed_recursion", "rrt.s3_5.svd_converges_faster"): (None, "not measured"),
@@ -104,10 +104,6 @@ KNOWN_DRIFT: dict = {
     ("cpu-long", "02_relaxed_recursion", "rrt.s3_5.svd_converges_faster"): (None, "not measured"),
     ("cpu-long", "03_mixture_of_recursions", "mor.s4_3.kv_share_fewer_flops"): (None, "not measured"),
     ("cpu-long", "03_mixture_of_recursions", "mor.tab4.tc_mlp_router_best"): (None, "held"),
-    ("cpu-long", "04_recurrent_transformer", "rt.s2_2.no_extra_kv_parameters"): (None, "held"),
-    ("cpu-long", "04_recurrent_transformer", "rt.s3_1.single_layer_width_2d"): (None, "not measured"),
-    ("cpu-long", "04_recurrent_transformer", "rt.s5.attention_flops_quadratic"): (None, "not measured"),
-    ("cpu-long", "04_recurrent_transformer", "rt.s6_3.kv_slice_log_n"): (None, "not measured"),
     ("cpu-long", "05_layerskip", "ls.s411.exp_time_curriculum_from_scratch"): (None, "not measured"),
 }
 

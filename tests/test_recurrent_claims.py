@@ -158,15 +158,16 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     assert "vs best Transformer (L 2, D 176)" in judged.loc["rt.table1.shallow_rt_best_overall", "measured"]
     # the tuning grid (copy at 15 epochs) lifts RT's copy to 13x chance: the set-up check holds
     assert judged.loc["rt.ours.task_setup_copying", "verdict"] == "held"
-    assert "copy: RT 13.3x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
+    assert "copy: RT 13.4x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
     # Figs. 8-9 at batch 16 and 32, the downstream columns and the decode cost: measured, with diagnoses
     assert tuple(judged.loc["rt.fig8_9.batch_sizes_150m", ["verdict", "diagnosis"]]) == ("not held", "budget")
     gold_ce = "rt.tables3_5_8.downstream_gold_ce.ours"
     assert tuple(judged.loc[gold_ce, ["verdict", "diagnosis"]]) == ("not held", "budget")
     assert judged.loc["rt.tables6_9_10.downstream_accuracy", "verdict"] == "held"
-    # cpu-long's own decode-cost timing (2026-12-05, 15 paired rounds): at batch 1 the interval lies above 1.2x
-    assert tuple(judged.loc["rt.abstract.decode_cost", ["verdict", "diagnosis"]]) == ("not held", "scale")
-    assert "batch 1: RT / T 1.24x per token [1.22, 1.27]" in judged.loc["rt.abstract.decode_cost", "measured"]
+    # cpu-long's own decode-cost timing (2026-12-06, AMX Xeon, 15 paired rounds): at batch 1 the interval straddles
+    # 1.2x (it lay above, not held, on 2026-12-05's AVX2 EPYC: 1.24x [1.22, 1.27])
+    assert tuple(judged.loc["rt.abstract.decode_cost", ["verdict", "diagnosis"]]) == ("not testable at this scale", "")
+    assert "batch 1: RT / T 1.30x per token [1.15, 1.35]" in judged.loc["rt.abstract.decode_cost", "measured"]
 
 
 # ---- small synthetic tables: one number flips a verdict -------------------------------------------------------
