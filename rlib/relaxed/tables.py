@@ -92,16 +92,21 @@ def relax_table(results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFra
     return sel[cols].sort_values(["init", "prefix", "lora_init", "rank"]).reset_index(drop=True)
 
 
+def _curves(work: Path, results: list[dict[str, Any]], picked: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The logged training curves of the `picked` rows' runs, one row per step, with their `keys` columns."""
+    curves = training_curves(work, [r for r in results if r["name"] in set(picked["name"])])
+    if curves.empty:
+        return curves
+    runs = picked[["name", *keys]].rename(columns={"name": "variant"})
+    return curves.merge(runs, on="variant")[[*keys, "step", "tokens", "loss", "val_loss", "variant"]]
+
+
 def training_table(work: Path, results: list[dict[str, Any]]) -> pd.DataFrame:
     """Fig. G.1: the training curves of every plainly uptrained SVD run (no exits, distillation, longer schedule or
     prefix), one row per logged step (step, tokens, loss, val_loss) with the run's init and rank."""
     df = main_grid(flat(results))
     plain = df[_plainly_uptrained(df) & (df["prefix"] == 0) & (df["lora_init"] == "svd")]
-    curves = training_curves(work, [r for r in results if r["name"] in set(plain["name"])])
-    if curves.empty:
-        return curves
-    runs = plain[["name", "init", "rank"]].rename(columns={"name": "variant"})
-    return curves.merge(runs, on="variant")[["init", "rank", "step", "tokens", "loss", "val_loss", "variant"]]
+    return _curves(work, results, plain, ["init", "rank"])
 
 
 def init_curves(work: Path, results: list[dict[str, Any]], cfg: RelaxedConfig) -> pd.DataFrame:
@@ -112,15 +117,9 @@ def init_curves(work: Path, results: list[dict[str, Any]], cfg: RelaxedConfig) -
     df = main_grid(flat(results))
     if df.empty or not cfg.zero_inits:
         return pd.DataFrame()
-    top = max(cfg.ranks)
-    pick = df[_plainly_uptrained(df) & (df["prefix"] == 0) & df["init"].isin(cfg.zero_inits) & (df["rank"] == top)
-              & df["lora_init"].isin(("svd", "zero"))]
-    curves = training_curves(work, [r for r in results if r["name"] in set(pick["name"])])
-    if curves.empty:
-        return curves
-    runs = pick[["name", "init", "lora_init", "rank"]].rename(columns={"name": "variant"})
-    return curves.merge(runs, on="variant")[["init", "lora_init", "rank", "step", "tokens", "loss", "val_loss",
-                                            "variant"]]
+    pick = df[_plainly_uptrained(df) & (df["prefix"] == 0) & df["init"].isin(cfg.zero_inits)
+              & (df["rank"] == max(cfg.ranks)) & df["lora_init"].isin(("svd", "zero"))]
+    return _curves(work, results, pick, ["init", "lora_init", "rank"])
 
 
 def g1_rank(curves: pd.DataFrame, inits: tuple[str, ...], full_rank: int) -> int | None:
