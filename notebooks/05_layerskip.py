@@ -50,6 +50,7 @@ from rlib.layerskip import (
     config,
     decode_costs,
     decode_study,
+    exit_heads,
     experiments,
     generations,
     lr_study,
@@ -154,6 +155,25 @@ fig12 = [r for r in ("ld", "ld_const", "baseline") if r in cfg.recipes]
 run.figure(plots.plot_train_loss(tables.train_curves(results, tuple(fig12)), "Training loss: dropout schedules"),
            "train_loss")
 run.table(tables.curriculum_table(results, cfg.middle_exit, cfg.n_layers), "curricula");
+
+# %% [markdown]
+# ### One head for every exit (Sec. 1)
+#
+# Every exit here unembeds through the model's own head. The paper chose that over a dedicated head per layer, as
+# earlier early-exit work trained, because it "makes training faster, require less memory consumption for both
+# training and inference"; it gives no measurement. The chapter's LD+EE model trains a few steps with the shared
+# head and again with a head of its own for each early exit (copies of the model's head, after the shared final
+# norm; nothing else differs), in paired rounds, each model's steps in a fresh process so that its peak memory is
+# its own (`rlib.layerskip.exit_heads` on `rlib.train_cost`). Ratios are the dedicated heads' over the same round's
+# shared head, under the chapter's rotational curriculum and under the all-exits one, where every head gets a
+# gradient at every step:
+
+# %%
+if cfg.cost_rounds:
+    head_cost = run.table(exit_heads.head_cost_table(cfg), "exit_head_cost", show=False)
+    run.table(exit_heads.head_cost_summary(head_cost), "exit_head_cost_summary")
+else:
+    print("exit_head_cost: not measured (the preset's cost_rounds = 0)")
 
 # %% [markdown]
 # ### A higher learning rate for layer dropout? (Table 8)

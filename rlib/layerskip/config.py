@@ -90,6 +90,12 @@ class LayerSkipConfig(Preset):
     decode_new_tokens: int
     decode_repeats: int
     decode_temperature: float  # 0 = greedy (the paper's); > 0 = coupled sampling (rlib.layerskip.sampling, ours)
+    # Sec. 1's one shared exit head against a head per layer (rlib.layerskip.exit_heads): rounds of one fresh process
+    # per model, each `cost_warmup` untimed optimizer steps (at least the rotational curriculum's R, so that every head
+    # has had a gradient and holds its AdamW state) and `cost_steps` timed ones; 0 rounds = not measured
+    cost_rounds: int = 3
+    cost_warmup: int = 12
+    cost_steps: int = 6
 
     PRESETS = {
         "smoke": dict(
@@ -98,7 +104,8 @@ class LayerSkipConfig(Preset):
             warmup_frac=0.25, p_max=0.2, time_schedule="exp", e_scale=0.2, curriculum="rotational", rotation=0,
             recipes=("baseline", "ld_ee"), seeds=(0,), spread_recipes=(), val_windows=4, eval_windows=4, probe_points=2,
             precision="no", decode_exits=(2,), decode_drafts=(2,), decode_reuses=("kvq", "none"), decode_prompts=2,
-            decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1, decode_temperature=1.0),
+            decode_prompt_len=8, decode_new_tokens=6, decode_repeats=1, decode_temperature=1.0, cost_rounds=1,
+            cost_warmup=3, cost_steps=1),
         # code, as Fig. 11's held-out set (The Stack): predictable enough for shallow exits to draft. Decoded by
         # sampling at T = 1: greedily, these small models loop (mean distinct-2 0.09-0.14 at lr 3e-3 and 0.13-0.24 at
         # 1.5e-3 over 8 prompts, 2026-12-05; the chapter's `greedy_check` table measures it on every run). lr 1.5e-3:
@@ -165,6 +172,11 @@ class LayerSkipConfig(Preset):
         if self.decode_prompt_len >= self.seq_len:
             raise ConfigError(f"decode_prompt_len={self.decode_prompt_len} must be shorter than seq_len={self.seq_len}")
         _check_temperature(self.decode_temperature)
+        rotation = self.rotation or self.n_layers - 1
+        if self.cost_rounds < 0 or self.cost_steps < 1 or self.cost_warmup < max(1, rotation):
+            raise ConfigError(f"cost_rounds={self.cost_rounds}, cost_warmup={self.cost_warmup}, cost_steps="
+                              f"{self.cost_steps}: rounds must be >= 0 (0 = not measured), steps >= 1 and warmup >= "
+                              f"the rotation R = {rotation} (every exit head trained once before the timed steps)")
 
     def model_config(self, vocab_size: int) -> DecoderConfig:
         return DecoderConfig(
@@ -175,12 +187,12 @@ class LayerSkipConfig(Preset):
             attn_scale=self.head_dim**-0.5, tie_embeddings=False)
 
     def training_key(self) -> dict[str, Any]:
-        """The fields a trained run depends on besides its own recipe and seed: everything but the decoding settings
-        and the lists of runs, so that decoding differently or adding a recipe or a seed (a longer profile) never
-        retrains the runs already made."""
+        """The fields a trained run depends on besides its own recipe and seed: everything but the decoding and
+        training-cost settings and the lists of runs, so that decoding differently or adding a recipe or a seed (a
+        longer profile) never retrains the runs already made."""
         grid = ("recipes", "seeds", "spread_recipes")
         return {name: value for name, value in self.to_dict().items()
-                if not name.startswith("decode_") and name not in grid}
+                if not name.startswith(("decode_", "cost_")) and name not in grid}
 
     @property
     def middle_exit(self) -> int:

@@ -76,6 +76,11 @@ class LayerSkipDecoder(nn.Module):
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.decoder.head(hidden)
 
+    def exit_head(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        """The logits of exit `layer` (0-based) for its output [B, T, D]: LayerSkip's one shared head for every layer
+        (a subclass may give the early exits heads of their own: `rlib.layerskip.exit_heads`)."""
+        return self.head(hidden)
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """input_ids [B, T] -> the last layer's logits [B, T, V]; every layer's output stays in `hidden_states`."""
         if not self.training:
@@ -148,7 +153,8 @@ class LayerSkipLoss:
         exit_term = torch.zeros((), device=logits.device)  # the last layer's term is the trainer's (ce_weight)
         for layer, weight in enumerate(weights[:-1]):
             if weight > 0:
-                exit_term = exit_term + weight * next_token_loss(wrapped.head(wrapped.hidden_states[layer]), batch)
+                logits_l = wrapped.exit_head(layer, wrapped.hidden_states[layer])  # [B, T, V]
+                exit_term = exit_term + weight * next_token_loss(logits_l, batch)
         return {"exit": exit_term}
 
 

@@ -216,6 +216,16 @@ _PAPER_SPECS: tuple[ClaimSpec, ...] = (
         "the batch).",
         "step_times: 'ld' faster per step than 'baseline' by more than the seed s.d. of the step time (threshold "
         "ours).", "step_times"),
+    _ls("ls.s1.shared_head_cheaper", "Sec. 1 (Introduction); Sec. 2 and Sec. 4.2 (no head or module added)",
+        "'While most papers that explored early exit ... trained a dedicated LM head for each transformer layer ... we "
+        "chose to have a shared LM head for all transformer layers in the model. This makes training faster, require "
+        "less memory consumption for both training and inference, and eases deployment and maintenance.' The paper "
+        "gives no measurement of it.",
+        "exit_head_cost (rlib.layerskip.exit_heads: the chapter's LD+EE model and curriculum, once with the shared "
+        "head and once with a head of its own for every early exit, in paired rounds, each model's training steps in "
+        "a fresh process): the dedicated heads' step time, peak training memory and served weights (parameters) each "
+        "above the shared head's, the per-round ratio above 1 in every one of >= 3 rounds (threshold ours: the paper "
+        "gives no number); the same pair under the all-exits curriculum reported.", "exit_head_cost"),
     _ls("ls.tab8.ld_needs_higher_lr", "Sec. 5 (Experiments), Sec. 10.1, Table 8; Sec. 8 (Limitations)",
         "'When pretraining from scratch, layer dropout leads to higher accuracy when trained on higher learning rate' "
         "(Sec. 10.1), so 'we use higher learning rates when layer dropout is greater than 0.0' (Sec. 5): Llama 1.5B "

@@ -1,10 +1,10 @@
 """Chapter 05's claim checks on training (LayerSkip, paper 004): Fig. 2's probe (Sec. 2.1), the from-scratch recipes
 exit by exit (Sec. 6.1, Fig. 8), the middle exit during training (Sec. 7, Fig. 11), the dropout schedules (Sec. 10.3,
-Fig. 12), the early-exit curricula (Sec. 4.1.2), the training costs of the conclusion (Sec. 9) and Table 8's
-learning rates (Sec. 5, 10.1).
+Fig. 12), the early-exit curricula (Sec. 4.1.2), the training costs of the conclusion (Sec. 9) and of the shared
+exit head (Sec. 1), and Table 8's learning rates (Sec. 5, 10.1).
 
 Tables read: layers_needed, exits, middle_vs_last, curricula, schedules, probe_curves, train_curves, step_times,
-lr_sensitivity.
+exit_head_cost, lr_sensitivity.
 `CHECKS` maps each claim id to its check (`rlib.layerskip.claims.judge` runs them).
 """
 
@@ -331,6 +331,53 @@ def ld_training_speed(ctx: Context) -> Verdict:
                    lambda: ("scale", f"LD {ld:.3f} vs baseline {base:.3f} s/step, seed s.d. {spread:.3f}{rate}"))
 
 
+# ------------------------------------------------------------------------------------------------------ Sec. 1
+HEAD_COSTS = {"step_s": "step time", "peak_mib": "peak training memory", "params": "served weights"}
+
+
+def _head_ratios(table: pd.DataFrame, curriculum: str) -> dict[str, pd.Series]:
+    dedicated = table[(table["curriculum"] == curriculum) & (table["model"] == "dedicated")]
+    return {key: dedicated[f"{key} / shared"] for key in HEAD_COSTS}
+
+
+def _fmt_ratios(ratios: dict[str, pd.Series]) -> str:
+    return ", ".join(f"{HEAD_COSTS[k]} {r.median():.3f}x [{r.min():.3f}, {r.max():.3f}]" for k, r in ratios.items())
+
+
+def shared_head_cheaper(ctx: Context) -> Verdict:
+    """Sec. 1: one shared head trains faster, with less memory, and serves fewer weights than a head per layer."""
+    table = ctx.table("exit_head_cost")
+    curriculum = ctx.cfg.curriculum
+    ratios = _head_ratios(table, curriculum)
+    rounds = len(ratios["step_s"])
+    if rounds < 3:
+        raise Unmeasured(f"needs >= 3 paired rounds of exit_head_cost under the {curriculum} curriculum ({rounds} "
+                         "here; the preset's cost_rounds)")
+    shared = table[(table["curriculum"] == curriculum) & (table["model"] == "shared")]
+    row = shared.iloc[0]
+    others = [c for c in dict.fromkeys(table["curriculum"]) if c != curriculum]
+    also = "".join(f"; under the {c} curriculum: {_fmt_ratios(_head_ratios(table, c))}" for c in others)
+    measured = (f"a head per early exit over one shared head, {curriculum} curriculum: {_fmt_ratios(ratios)} "
+                f"(median [min, max] of {rounds} paired rounds; shared {shared['step_s'].median():.3f} s/step, "
+                f"{shared['peak_mib'].median():.0f} MiB over the process baseline, {int(row['params']):,} "
+                f"parameters; on {row['device']}, {int(row['threads'])} threads){also}")
+    short = [k for k, r in ratios.items() if not bool((r > 1).all())]
+
+    def diagnosis() -> Diagnosis:
+        every = ctx.cfg.rotation or ctx.cfg.n_layers - 1
+        parts = [f"{HEAD_COSTS[k]} {ratios[k].median():.3f}x [{ratios[k].min():.3f}, {ratios[k].max():.3f}]"
+                 for k in short]
+        bound = "".join(f"; with every exit's loss at every step (the {c} curriculum) the step takes "
+                        f"{_head_ratios(table, c)['step_s'].median():.3f}x" for c in others)
+        early = -(-(int(row["n_layers"]) - 1) // every)  # early exits with a loss per step: ceil((L - 1) / R)
+        return ("scale", f"not above 1 in every round: {', '.join(parts)}. Under the rotational curriculum "
+                         f"(R = {every}) {early} early exit(s) get a loss per step, so the extra work of a head per "
+                         f"layer is {early} {int(row['vocab'])} x {int(row['d_model'])} head's gradient and AdamW "
+                         f"update beside a {int(row['n_layers'])}-layer model{bound}")
+
+    return Verdict(not short, measured, diagnosis)
+
+
 # ------------------------------------------------------------------------------------------------------ Table 8
 # Table 8 sets each layer-dropout run's peak rate at about twice the rate of the run without it, which is the paper's
 # tuned one. The study's rates are multiples of the chapter's (lr_sensitivity: 1 and the study's multiples); the
@@ -462,6 +509,7 @@ CHECKS: dict[str, Check] = {
     "ls.s412.all_layers_every_step.ours": all_layers_old,
     "ls.concl.large_r_minimal_overhead": large_r_overhead,
     "ls.concl.ld_training_speed": ld_training_speed,
+    "ls.s1.shared_head_cheaper": shared_head_cheaper,
     "ls.tab8.ld_needs_higher_lr": ld_higher_lr,
     "ls.ours.tab8_lr_gain_is_ld_own": lr_gain_is_ld_own,
 }
