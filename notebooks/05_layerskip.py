@@ -172,6 +172,8 @@ run.table(tables.curriculum_table(results, cfg.middle_exit, cfg.n_layers), "curr
 if cfg.cost_rounds:
     head_cost = run.table(exit_heads.head_cost_table(cfg), "exit_head_cost", show=False)
     run.table(exit_heads.head_cost_summary(head_cost), "exit_head_cost_summary")
+    run.figure(plots.plot_head_cost(head_cost, f"A head per early exit vs one shared head, {cfg.n_layers} layers"),
+               "exit_head_cost")
 else:
     print("exit_head_cost: not measured (the preset's cost_rounds = 0)")
 

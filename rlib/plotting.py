@@ -19,8 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["PALETTE", "finish", "grouped_bars", "loop_colours", "new_figure", "plot_training_curves", "smooth",
-           "style"]
+__all__ = ["PALETTE", "finish", "grouped_bars", "loop_colours", "new_figure", "plot_training_curves", "ratio_strip",
+           "smooth", "style"]
 
 PALETTE = "colorblind"
 _RC = {
@@ -54,6 +54,25 @@ def new_figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
 
 # ----------------------------------------------------------------------------------------------
 # generic helpers
+
+
+def ratio_strip(ax: Axes, groups: Sequence[tuple[str, np.ndarray]], ylabel: str,
+                paper: dict[str, float] | None = None) -> None:
+    """Paired-round ratios, one column per group (name, the per-round ratios): every round a dot, the median a bar,
+    1.0 a grey line and, where `paper` names the group, the paper's ratio dashed and labelled."""
+    colours = sns.color_palette(PALETTE, max(2, len(groups)))
+    for i, (name, ratios) in enumerate(groups):
+        ratios = np.asarray(ratios, dtype=float)
+        jitter = np.linspace(-0.12, 0.12, len(ratios)) if len(ratios) > 1 else np.zeros(1)
+        ax.plot(i + jitter, ratios, "o", color=colours[i], label=f"{name} (rounds)")
+        ax.hlines(np.median(ratios), i - 0.25, i + 0.25, color=colours[i], linewidth=2)
+        if paper and name in paper:
+            ax.hlines(paper[name], i - 0.3, i + 0.3, color="0.3", linestyle="--", linewidth=1)
+            ax.annotate(f"paper {paper[name]:.2f}", (i + 0.3, paper[name]), fontsize=7, va="center")
+    ax.axhline(1.0, color="0.6", linewidth=0.8)
+    ax.set_xticks(range(len(groups)), [name for name, _ in groups])
+    ax.set_xlim(-0.5, len(groups) - 0.2)
+    ax.set_ylabel(ylabel)
 
 
 def loop_colours(n_loops: int) -> list[tuple[float, float, float]]:

@@ -198,6 +198,17 @@ def _probe_curves() -> pd.DataFrame:
                          for step in range(0, 1000, 100)])
 
 
+def _head_cost() -> pd.DataFrame:
+    rows = []
+    for curriculum in ("rotational", "all"):
+        for r in range(3):
+            for model, ratio in (("shared", 1.0), ("dedicated", 1.02 + 0.01 * r)):
+                rows.append({"round": r, "model": model, "curriculum": curriculum, "step_s": 0.2 * ratio,
+                             "peak_mib": 300 * ratio, "state_mib": 60 * ratio, "rest_mib": 240.0, "params": 3e6 * ratio,
+                             "step_s / shared": ratio, "peak_mib / shared": ratio, "params / shared": 2.5 * ratio})
+    return pd.DataFrame(rows)
+
+
 def _train_curves() -> pd.DataFrame:
     return pd.DataFrame([{"recipe": r, "seed": s, "step": step, "loss": 6 - step / 400}
                          for r in ("ld", "ld_const") for s in (0, 1) for step in range(0, 800, 10)])
@@ -319,6 +330,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             _probe_curves(), "Middle (dashed) and last (solid) exit during training"),
         "rlib.layerskip.plots.plot_train_loss": lambda: p05.plot_train_loss(
             _train_curves(), "Training loss: dropout schedules"),
+        "rlib.layerskip.plots.plot_head_cost": lambda: p05.plot_head_cost(
+            _head_cost(), "A head per early exit vs one shared head, 12 layers"),
         "rlib.layerskip.plots.plot_study_exits": lambda: p05.plot_study_exits(
             *_study_exits(), "Continual pretraining: every exit on every corpus and task"),
         "rlib.layerskip.plots.plot_last_exit_budget": lambda: p05.plot_last_exit_budget(

@@ -12,6 +12,9 @@
                       setting (left), and speedup against acceptance at the best whole-head (E, d) for the whole head,
                       the task-vocabulary head and the layer-count model, with the measured points (right)
     plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
+    plot_head_cost    Sec. 1: a head per early exit over the shared head, per paired round, for step time, peak
+                      memory and served weights, one panel per curriculum; and each head's median peak split into
+                      training state and the rest (right)
     plot_lr_sensitivity  Table 8: the last exit's accuracy against the peak learning rate per recipe (left) and each
                       recipe's paired change at the higher rate, with the range over seeds (right)
 """
@@ -27,10 +30,11 @@ from matplotlib.figure import Figure
 from rlib.layerskip.decode_costs import n_layers_of, speedup_at
 from rlib.layerskip.decoding import predicted_speedup, vocab_rows
 from rlib.layerskip.tables import RECIPE_LABELS, best_whole_head
-from rlib.plotting import PALETTE, finish, new_figure, style
+from rlib.plotting import PALETTE, finish, new_figure, ratio_strip, style
 
-__all__ = ["plot_cost_model", "plot_exit_curves", "plot_last_exit_budget", "plot_layer_grid", "plot_lr_sensitivity",
-           "plot_parse_exits", "plot_probe", "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
+__all__ = ["plot_cost_model", "plot_exit_curves", "plot_head_cost", "plot_last_exit_budget", "plot_layer_grid",
+           "plot_lr_sensitivity", "plot_parse_exits", "plot_probe", "plot_self_speculation", "plot_study_exits",
+           "plot_train_loss"]
 
 PAPER_LAST_EXIT_COST = 0.005  # Table 1: LayerSkip Llama2 7B's last-layer perplexity +0.5 % after 52B tokens
 
@@ -280,4 +284,32 @@ def plot_lr_sensitivity(table: pd.DataFrame, title: str) -> Figure:
         ax.tick_params(labelsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def plot_head_cost(table: pd.DataFrame, title: str) -> Figure:
+    """Sec. 1: per curriculum, the dedicated heads' step time, peak memory and served weights over the same round's
+    shared head (`rlib.layerskip.exit_heads.head_cost_table` rows); right: each (curriculum, head)'s median peak
+    split into training state (parameters, gradients, AdamW moments) and the rest."""
+    style()
+    curricula = list(dict.fromkeys(table["curriculum"]))
+    fig, axes = plt.subplots(1, len(curricula) + 1, figsize=(3.2 * len(curricula) + 3.4, 3.8), layout="constrained",
+                             gridspec_kw={"width_ratios": [1] * len(curricula) + [1.1]})
+    for ax, curriculum in zip(axes, curricula):
+        dedicated = table[(table["curriculum"] == curriculum) & (table["model"] == "dedicated")]
+        ratio_strip(ax, [("step\ntime", dedicated["step_s / shared"].to_numpy()),
+                         ("peak\nmemory", dedicated["peak_mib / shared"].to_numpy()),
+                         ("served\nweights", dedicated["params / shared"].to_numpy())],
+                    "a head per exit / shared head" if ax is axes[0] else "")
+        ax.set_title(f"{curriculum} curriculum", fontsize=9)
+    bars = axes[-1]
+    medians = table.groupby(["curriculum", "model"], sort=False)[["state_mib", "rest_mib"]].median()
+    names = [f"{model}\n{curriculum}" for curriculum, model in medians.index]
+    colours = sns.color_palette(PALETTE, 2)
+    bars.bar(names, medians["state_mib"], color=colours[0], label="parameters, gradients, AdamW moments")
+    bars.bar(names, medians["rest_mib"], bottom=medians["state_mib"], color=colours[1], label="activations, workspace")
+    bars.tick_params(axis="x", labelsize=7)
+    bars.set_ylabel("peak above baseline (MiB)")
+    bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
+    fig.suptitle(title)
     return fig

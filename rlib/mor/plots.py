@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from rlib.mor.tables import smoothed_maxvio
-from rlib.plotting import PALETTE, loop_colours, new_figure, style
+from rlib.plotting import PALETTE, loop_colours, new_figure, ratio_strip, style
 
 __all__ = ["plot_budgets", "plot_compute_optimal", "plot_curves", "plot_depth_scaling", "plot_kv_geometry",
            "plot_kv_sharing", "plot_load_trace", "plot_router_outputs", "plot_throughput", "plot_token_depths",
@@ -214,17 +214,8 @@ def plot_train_cost(table: pd.DataFrame, paper: dict[str, float], title: str) ->
                                       layout="constrained")
     mor = table[table["nr"] > 0]
     colours = sns.color_palette(PALETTE, 2)
-    for i, (column, name) in enumerate((("step_s / vanilla", "step time"), ("peak_mib / vanilla", "peak memory"))):
-        ratios = mor[column].to_numpy()
-        jitter = np.linspace(-0.12, 0.12, len(ratios)) if len(ratios) > 1 else np.zeros(1)
-        left.plot(i + jitter, ratios, "o", color=colours[i], label=f"{name} (rounds)")
-        left.hlines(np.median(ratios), i - 0.25, i + 0.25, color=colours[i], linewidth=2)
-        left.hlines(paper[name], i - 0.3, i + 0.3, color="0.3", linestyle="--", linewidth=1)
-        left.annotate(f"paper {paper[name]:.2f}", (i + 0.3, paper[name]), fontsize=7, va="center")
-    left.axhline(1.0, color="0.6", linewidth=0.8)
-    left.set_xticks([0, 1], ["step time", "peak memory"])
-    left.set_xlim(-0.5, 1.8)
-    left.set_ylabel("MoR-2 EC / vanilla (same round)")
+    ratio_strip(left, [("step time", mor["step_s / vanilla"].to_numpy()),
+                       ("peak memory", mor["peak_mib / vanilla"].to_numpy())], "MoR-2 EC / vanilla (same round)", paper)
     medians = table.groupby("model", sort=False)[["state_mib", "rest_mib"]].median()
     right.bar(medians.index, medians["state_mib"], color=colours[0], label="parameters, gradients, AdamW moments")
     right.bar(medians.index, medians["rest_mib"], bottom=medians["state_mib"], color=colours[1],
