@@ -10,7 +10,8 @@ model and recipe.
 `LayerSkipDecoder` whose early exits 0 .. L-2 each unembed through a head of their own (an untied V x D matrix,
 initialized as a copy of the model's head, after the shared final norm); the last layer keeps the model's head.
 Everything else (layer dropout, the early-exit loss and its curriculum, the trainer) is the chapter's LD+EE recipe,
-so the head is the only difference.
+so the head is the only difference. Eq. 6 weighs layer 0's exit by e(0) = 0, so its head gets no gradient and no
+AdamW state; it still counts among the weights a server of every exit holds.
 
 `head_cost_table(cfg)` measures both in paired rounds, each model's training steps in a fresh process
 (`rlib.train_cost`): step time, peak memory over the process baseline, training-state bytes and parameters (the
