@@ -157,7 +157,7 @@ run.figure(plots.plot_train_loss(tables.train_curves(results, tuple(fig12)), "Tr
 run.table(tables.curriculum_table(results, cfg.middle_exit, cfg.n_layers), "curricula");
 
 # %% [markdown]
-# ### One head for every exit (Sec. 1)
+# ### One head for every exit (Sec. 2.1)
 #
 # Every exit here unembeds through the model's own head. The paper chose that over a dedicated head per layer, as
 # earlier early-exit work trained, because it "makes training faster, require less memory consumption for both

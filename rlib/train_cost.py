@@ -1,7 +1,7 @@
 """Training step time and peak memory of models compared in paired rounds, each step measured in a fresh process.
 
 Two chapters ask what a design costs to train at equal work: MoR's Sec. 3.1 (MoR-2 against vanilla at equal tokens,
-`rlib.mor.train_cost`) and LayerSkip's Sec. 1 (one shared exit head against a head per layer,
+`rlib.mor.train_cost`) and LayerSkip's Sec. 2.1 (one shared exit head against a head per layer,
 `rlib.layerskip.head_cost`). Both measure the same way, here:
 
 - a *job* is a picklable object: `windows()` returns its training windows and `build(max_steps)` the model, the

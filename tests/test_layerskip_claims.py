@@ -71,7 +71,7 @@ EXPECTED_CPU = {
     "ls.new.fig9_scratch_generations": T, "ls.new.fig9_scratch_generations.sampled": H, "ls.tab23.model_size_trends": T,
     "ls.tab23.model_size_trends.sampled": T, "ls.tab2.vs_draft_and_verify": T, "ls.tab2.vs_draft_and_verify.sampled": N,
     "ls.ours.task_vocabulary_drafting": M, "ls.ours.fast_decoding": M, "ls.ours.cost_model": M,
-    "ls.ours.whole_head_cost": M, "ls.s1.shared_head_cheaper": M,
+    "ls.ours.whole_head_cost": M, "ls.s21.shared_head_cheaper": M,
 }
 
 

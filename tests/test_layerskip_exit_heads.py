@@ -1,4 +1,4 @@
-"""Sec. 1's shared exit head against a head per layer (rlib.layerskip.exit_heads on rlib.train_cost): the dedicated
+"""Sec. 2.1's shared exit head against a head per layer (rlib.layerskip.exit_heads on rlib.train_cost): the dedicated
 heads' exits and gradients, the paired-round table, a real measurement in a fresh process, the claim's verdict on
 scripted tables, and the settings refused."""
 
@@ -18,7 +18,7 @@ from tests.test_layerskip_claims import judged
 from tests.test_looping import ids, tiny_model
 
 SMOKE = LayerSkipConfig.preset("smoke")
-CLAIM = "ls.s1.shared_head_cheaper"
+CLAIM = "ls.s21.shared_head_cheaper"
 
 
 def test_dedicated_heads_start_as_the_shared_head_and_then_answer_for_their_own_exit_only():

@@ -99,14 +99,14 @@ KNOWN_DRIFT: dict = {
     ("cpu", "02_relaxed_recursion", "rrt.tabJ2.kd_limits_final_drop"): (None, "not held"),
     ("cpu", "02_relaxed_recursion", "rrt.s3_5.svd_converges_faster"): (None, "not measured"),
     ("cpu", "05_layerskip", "ls.s411.exp_time_curriculum_from_scratch"): (None, "not measured"),
-    ("cpu", "05_layerskip", "ls.s1.shared_head_cheaper"): (None, "not measured"),
+    ("cpu", "05_layerskip", "ls.s21.shared_head_cheaper"): (None, "not measured"),
     ("cpu-long", "02_relaxed_recursion", "rrt.fig8.relaxed_cdb_beats_csb"): (None, "held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabJ2.kd_limits_final_drop"): (None, "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.s3_5.svd_converges_faster"): (None, "not measured"),
     ("cpu-long", "03_mixture_of_recursions", "mor.s4_3.kv_share_fewer_flops"): (None, "not measured"),
     ("cpu-long", "03_mixture_of_recursions", "mor.tab4.tc_mlp_router_best"): (None, "held"),
     ("cpu-long", "05_layerskip", "ls.s411.exp_time_curriculum_from_scratch"): (None, "not measured"),
-    ("cpu-long", "05_layerskip", "ls.s1.shared_head_cheaper"): (None, "not measured"),
+    ("cpu-long", "05_layerskip", "ls.s21.shared_head_cheaper"): (None, "not measured"),
 }
 
 

@@ -1,8 +1,8 @@
-"""One shared exit head against a head per layer: what each costs to train and to serve (LayerSkip, paper 004, Sec. 1).
+"""One shared exit head against a head per layer: the cost to train and to serve each (LayerSkip, paper 004, Sec. 2.1).
 
 The paper: "While most papers that explored early exit ... trained a dedicated LM head for each transformer layer ...
 we chose to have a shared LM head for all transformer layers in the model. This makes training faster, require less
-memory consumption for both training and inference, and eases deployment and maintenance." (Sec. 1; Sec. 2 and 4.2
+memory consumption for both training and inference, and eases deployment and maintenance." (Sec. 2.1; Sec. 3 and 4.1.2
 repeat that no head or module is added.) The paper gives no measurement; this module makes one on the chapter's
 model and recipe.
 

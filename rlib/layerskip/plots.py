@@ -12,7 +12,7 @@
                       setting (left), and speedup against acceptance at the best whole-head (E, d) for the whole head,
                       the task-vocabulary head and the layer-count model, with the measured points (right)
     plot_layer_grid   Fig. 2(b): for each generated token, which layers' exits already predict the final token
-    plot_head_cost    Sec. 1: a head per early exit over the shared head, per paired round, for step time, peak
+    plot_head_cost    Sec. 2.1: a head per early exit over the shared head, per paired round, for step time, peak
                       memory and served weights, one panel per curriculum; and each head's median peak split into
                       training state and the rest (right)
     plot_lr_sensitivity  Table 8: the last exit's accuracy against the peak learning rate per recipe (left) and each
@@ -288,7 +288,7 @@ def plot_lr_sensitivity(table: pd.DataFrame, title: str) -> Figure:
 
 
 def plot_head_cost(table: pd.DataFrame, title: str) -> Figure:
-    """Sec. 1: per curriculum, the dedicated heads' step time, peak memory and served weights over the same round's
+    """Sec. 2.1: per curriculum, the dedicated heads' step time, peak memory and served weights over the same round's
     shared head (`rlib.layerskip.exit_heads.head_cost_table` rows); right: each (curriculum, head)'s median peak
     split into training state (parameters, gradients, AdamW moments) and the rest."""
     style()

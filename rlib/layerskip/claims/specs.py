@@ -216,7 +216,7 @@ _PAPER_SPECS: tuple[ClaimSpec, ...] = (
         "the batch).",
         "step_times: 'ld' faster per step than 'baseline' by more than the seed s.d. of the step time (threshold "
         "ours).", "step_times"),
-    _ls("ls.s1.shared_head_cheaper", "Sec. 1 (Introduction); Sec. 2 and Sec. 4.2 (no head or module added)",
+    _ls("ls.s21.shared_head_cheaper", "Sec. 2.1 (Exiting Earlier in LLMs); Sec. 3 and Sec. 4.1.2 (no LM head added)",
         "'While most papers that explored early exit ... trained a dedicated LM head for each transformer layer ... we "
         "chose to have a shared LM head for all transformer layers in the model. This makes training faster, require "
         "less memory consumption for both training and inference, and eases deployment and maintenance.' The paper "

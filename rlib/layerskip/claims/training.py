@@ -1,7 +1,7 @@
 """Chapter 05's claim checks on training (LayerSkip, paper 004): Fig. 2's probe (Sec. 2.1), the from-scratch recipes
 exit by exit (Sec. 6.1, Fig. 8), the middle exit during training (Sec. 7, Fig. 11), the dropout schedules (Sec. 10.3,
 Fig. 12), the early-exit curricula (Sec. 4.1.2), the training costs of the conclusion (Sec. 9) and of the shared
-exit head (Sec. 1), and Table 8's learning rates (Sec. 5, 10.1).
+exit head (Sec. 2.1), and Table 8's learning rates (Sec. 5, 10.1).
 
 Tables read: layers_needed, exits, middle_vs_last, curricula, schedules, probe_curves, train_curves, step_times,
 exit_head_cost, lr_sensitivity.
@@ -331,7 +331,7 @@ def ld_training_speed(ctx: Context) -> Verdict:
                    lambda: ("scale", f"LD {ld:.3f} vs baseline {base:.3f} s/step, seed s.d. {spread:.3f}{rate}"))
 
 
-# ------------------------------------------------------------------------------------------------------ Sec. 1
+# ---------------------------------------------------------------------------------------------------- Sec. 2.1
 HEAD_COSTS = {"step_s": "step time", "peak_mib": "peak training memory", "params": "served weights"}
 
 
@@ -345,7 +345,7 @@ def _fmt_ratios(ratios: dict[str, pd.Series]) -> str:
 
 
 def shared_head_cheaper(ctx: Context) -> Verdict:
-    """Sec. 1: one shared head trains faster, with less memory, and serves fewer weights than a head per layer."""
+    """Sec. 2.1: one shared head trains faster, with less memory, and serves fewer weights than a head per layer."""
     table = ctx.table("exit_head_cost")
     curriculum = ctx.cfg.curriculum
     ratios = _head_ratios(table, curriculum)
@@ -509,7 +509,7 @@ CHECKS: dict[str, Check] = {
     "ls.s412.all_layers_every_step.ours": all_layers_old,
     "ls.concl.large_r_minimal_overhead": large_r_overhead,
     "ls.concl.ld_training_speed": ld_training_speed,
-    "ls.s1.shared_head_cheaper": shared_head_cheaper,
+    "ls.s21.shared_head_cheaper": shared_head_cheaper,
     "ls.tab8.ld_needs_higher_lr": ld_higher_lr,
     "ls.ours.tab8_lr_gain_is_ld_own": lr_gain_is_ld_own,
 }
