@@ -37,7 +37,7 @@ EXPECTED_CPU = {
     "ls.concl.large_r_minimal_overhead": M, "ls.concl.ld_training_speed": M, "ls.tab8.ld_needs_higher_lr": M,
     "ls.ours.tab8_lr_gain_is_ld_own": M, "ls.tab1.continual_middle_ppl": H, "ls.tab1.continual_middle_ppl.ours": H,
     "ls.fig6.continual_every_early_exit": H, "ls.tab1.continual_last_ppl": N, "ls.tab1.continual_last_ppl.ours": N,
-    "ls.tab1.continual_middle_tasks": T, "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": T,
+    "ls.tab1.continual_middle_tasks": T, "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": N,
     "ls.tab1.classification_vs_generation": N, "ls.ours.last_exit_cost_vs_budget": M,
     "ls.new.fig7_continual_generations": T, "ls.new.fig7_continual_generations.sampled": H, "ls.fig10a.code_middle_ppl":
     M, "ls.fig10a.code_middle_ppl.ours": M, "ls.fig10a.code_middle_tasks": M, "ls.fig10a.code_middle_tasks.ours": M,
@@ -71,7 +71,7 @@ EXPECTED_CPU = {
     "ls.new.fig9_scratch_generations": T, "ls.new.fig9_scratch_generations.sampled": H, "ls.tab23.model_size_trends": T,
     "ls.tab23.model_size_trends.sampled": T, "ls.tab2.vs_draft_and_verify": T, "ls.tab2.vs_draft_and_verify.sampled": N,
     "ls.ours.task_vocabulary_drafting": M, "ls.ours.fast_decoding": M, "ls.ours.cost_model": M,
-    "ls.ours.whole_head_cost": M, "ls.s21.shared_head_cheaper": M,
+    "ls.ours.whole_head_cost": M, "ls.s21.shared_head_cheaper": N,
 }
 
 
@@ -94,9 +94,9 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts():
                                                                               "profile leaves it to cpu-long")
     assert "n = 100" in ledger.loc["ls.tab1.continual_middle_tasks", "measured"]  # issue 25 item 2's item count
     assert "identical to the sampled output (T=1)" in ledger.loc["ls.exact.scratch", "measured"]
-    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops (0.12 in the
-    # bf16 run promoted 2026-12-06, 0.13 in the AVX2 host's fp32 run before it)
-    assert "LD+EE 0.12 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
+    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops (0.09 in the
+    # AMX Xeon's bf16 run promoted on the evening of 2026-12-06, 0.12 in the EPYC's bf16 run before it)
+    assert "LD+EE 0.09 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
         ledger.loc["ls.exact.scratch", "measured"]
     assert "(greedy_check_continual), below the 0.5 gate" in ledger.loc["ls.exact.continual", "measured"]
 

@@ -93,13 +93,8 @@ def test_the_cpu_ledger_takes_the_rows_only_cpu_long_measured(tmp_path, monkeypa
 # its cpu row, Fig. 9's rule fix of 52df975, with its cpu run over the cache at 5eb2b53 the same day.)
 KNOWN_DRIFT: dict = {
     # claims added on 2026-12-06 from the paper's text (no promoted claims.csv has them yet); the cpu rows go with
-    # the chapters' next cpu runs (chapters 03's and 04's went with their cpu runs of 2026-12-06), the cpu-long rows
-    # with their next cpu-long runs (chapter 04's went with its cpu-long run of 2026-12-06)
-    ("cpu", "02_relaxed_recursion", "rrt.fig8.relaxed_cdb_beats_csb"): (None, "held"),
-    ("cpu", "02_relaxed_recursion", "rrt.tabJ2.kd_limits_final_drop"): (None, "not held"),
-    ("cpu", "02_relaxed_recursion", "rrt.s3_5.svd_converges_faster"): (None, "not measured"),
-    ("cpu", "05_layerskip", "ls.s411.exp_time_curriculum_from_scratch"): (None, "not measured"),
-    ("cpu", "05_layerskip", "ls.s21.shared_head_cheaper"): (None, "not measured"),
+    # the chapters' next cpu runs (chapters 02's to 05's went with their cpu runs of 2026-12-06), the cpu-long
+    # rows with their next cpu-long runs (chapter 04's went with its cpu-long run of 2026-12-06)
     ("cpu-long", "02_relaxed_recursion", "rrt.fig8.relaxed_cdb_beats_csb"): (None, "held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabJ2.kd_limits_final_drop"): (None, "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.s3_5.svd_converges_faster"): (None, "not measured"),
