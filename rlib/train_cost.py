@@ -14,8 +14,9 @@ Two chapters ask what a design costs to train at equal work: MoR's Sec. 3.1 (MoR
   baseline first, `rlib.memory`; on CUDA `torch.cuda.max_memory_allocated`), and the bytes of the training state:
   parameters, their gradients and AdamW's two moments, 4 x the parameter bytes (parameters stay fp32 under bf16
   autocast), so that the peak splits into state and the rest (activations, workspace, allocator slack);
-- `paired_rounds(jobs, rounds, ...)` alternates the jobs within each round (A, B, A, B, ...), so a slow spell of a
-  shared machine hits both, and divides each row by its own round's first job (`"<key> / <reference>"` columns);
+- `paired_rounds(jobs, rounds, ...)` measures every job once per round, so a slow spell of a shared machine hits
+  all of them, and alternates their order from round to round (A B, B A, A B, ...), so that an order effect falls
+  on each job equally often; each row is divided by its own round's reference job (`"<key> / <reference>"`);
   `cost_summary` gives per job the medians and the median, min and max of the per-round ratios.
 """
 
@@ -102,9 +103,12 @@ def measure_one(job: CostJob, warmup: int, steps: int, what: str = "a model", ti
 def paired_rounds(labels: list[str], measure: Callable[[str], dict[str, Any]], rounds: int, reference: str,
                   columns: Mapping[str, Any] | Callable[[str], Mapping[str, Any]] = (),
                   desc: str = "train cost") -> pd.DataFrame:
-    """One row per label and round: `measure(label)` for each label in order, `rounds` times, and each row's
-    `"<key> / <reference>"` ratios to its own round's first label (RATIO_KEYS). `columns` adds fixed columns
-    (a mapping, or a function of the label) before the measured ones."""
+    """One row per label and round: `measure(label)` once per label per round, and each row's
+    `"<key> / <reference>"` ratios to its own round's first label, `labels[0]` (RATIO_KEYS). The order within a round
+    alternates: even rounds run `labels` as given, odd rounds reversed, so that whatever favours the first (or the
+    second) process of a pair falls on each label equally often. Rows come in `labels` order within each round, with
+    `position`, the place the row's process ran in its round. `columns` adds fixed columns (a mapping, or a function
+    of the label) before the measured ones."""
     if rounds < 1:
         raise ValueError(f"rounds={rounds} must be >= 1")
     if not labels:
@@ -112,21 +116,25 @@ def paired_rounds(labels: list[str], measure: Callable[[str], dict[str, Any]], r
     rows = []
     with progress(total=rounds * len(labels), desc=desc) as bar:
         for r in range(rounds):
-            first = None
-            for label in labels:
+            order = list(labels) if r % 2 == 0 else list(reversed(labels))
+            measured = {}
+            for position, label in enumerate(order):
                 t0 = time.perf_counter()
                 got = measure(label)
                 fixed = columns(label) if callable(columns) else dict(columns)
-                row = {"round": r, "model": label, **fixed, "step_s": got["step_s"],
-                       "step_s_min": min(got["step_s_all"]), "step_s_max": max(got["step_s_all"]),
-                       "peak_mib": got["peak_mib"], "state_mib": got["state_mib"],
-                       "rest_mib": got["peak_mib"] - got["state_mib"], "params": got["params"],
-                       "device": got["device"], "threads": got["threads"], "process_s": time.perf_counter() - t0}
-                first = first or row
+                measured[label] = {
+                    "round": r, "model": label, **fixed, "position": position, "step_s": got["step_s"],
+                    "step_s_min": min(got["step_s_all"]), "step_s_max": max(got["step_s_all"]),
+                    "peak_mib": got["peak_mib"], "state_mib": got["state_mib"],
+                    "rest_mib": got["peak_mib"] - got["state_mib"], "params": got["params"],
+                    "device": got["device"], "threads": got["threads"], "process_s": time.perf_counter() - t0}
+                bar.update(1)
+            first = measured[labels[0]]
+            for label in labels:
+                row = measured[label]
                 for key in RATIO_KEYS:
                     row[f"{key} / {reference}"] = row[key] / first[key] if first[key] > 0 else float("nan")
                 rows.append(row)
-                bar.update(1)
     return pd.DataFrame(rows)
 
 

@@ -59,7 +59,7 @@ def test_the_exit_loss_trains_each_enabled_exits_own_head_and_leaves_the_models_
 
 def test_rounds_pair_the_heads_within_each_curriculum(monkeypatch):
     sizes = {"shared": 100, "dedicated": 130}
-    times = iter([1.0, 1.2, 2.0, 2.1, 1.0, 1.5, 1.0, 1.6])  # rotational r0, r1, then all r0, r1
+    times = iter([1.0, 1.2, 2.1, 2.0, 1.0, 1.5, 1.6, 1.0])  # rotational r0, r1 (reversed), then all r0, r1
     calls = []
 
     def measure(job, warmup, steps, what="", timeout_s=0):
@@ -70,8 +70,8 @@ def test_rounds_pair_the_heads_within_each_curriculum(monkeypatch):
 
     monkeypatch.setattr(train_cost, "measure_one", measure)
     table = exit_heads.head_cost_table(SMOKE, rounds=2)
-    assert [c[:2] for c in calls] == [("rotational", "shared"), ("rotational", "dedicated")] * 2 + \
-        [("all", "shared"), ("all", "dedicated")] * 2
+    assert [c[:2] for c in calls] == [(c, h) for c in ("rotational", "all")
+                                      for h in ("shared", "dedicated", "dedicated", "shared")]  # odd rounds reversed
     assert {c[2:] for c in calls} == {(SMOKE.cost_warmup, SMOKE.cost_steps)}
     dedicated = table[table["model"] == "dedicated"]
     assert dedicated["step_s / shared"].round(6).tolist() == [1.2, 1.05, 1.5, 1.6]  # over its own round's shared

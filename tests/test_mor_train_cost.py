@@ -28,9 +28,9 @@ def test_rounds_pair_each_mor_measurement_with_its_own_rounds_vanilla(monkeypatc
                     "device": "cpu", "threads": 2},
                    {"step_s": 1.0, "step_s_all": [1.0], "peak_mib": 90.0, "state_mib": 6.0, "params": 6,
                     "device": "cpu", "threads": 2},
-                   {"step_s": 4.0, "step_s_all": [4.0], "peak_mib": 100.0, "state_mib": 10.0, "params": 9,
-                    "device": "cpu", "threads": 2},
                    {"step_s": 3.0, "step_s_all": [3.0], "peak_mib": 80.0, "state_mib": 6.0, "params": 6,
+                    "device": "cpu", "threads": 2},
+                   {"step_s": 4.0, "step_s_all": [4.0], "peak_mib": 100.0, "state_mib": 10.0, "params": 9,
                     "device": "cpu", "threads": 2}])
     order = []
 
@@ -40,7 +40,8 @@ def test_rounds_pair_each_mor_measurement_with_its_own_rounds_vanilla(monkeypatc
 
     monkeypatch.setattr(train_cost, "measure_one", measure)
     table = train_cost.train_cost_table(SMOKE, rounds=2)
-    assert order == [None, 2, None, 2]  # alternating: vanilla, MoR, vanilla, MoR
+    assert order == [None, 2, 2, None]  # every model once a round, the order reversed every other round
+    assert table["model"].tolist() == ["Vanilla", "MoR-2 EC"] * 2 and table["position"].tolist() == [0, 1, 1, 0]
     mor = table[table["model"] == "MoR-2 EC"]
     assert mor["step_s / vanilla"].tolist() == [0.5, 0.75]  # each over its own round's vanilla, not a pooled one
     assert mor["rest_mib"].tolist() == [84.0, 74.0]

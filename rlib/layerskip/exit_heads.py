@@ -99,8 +99,9 @@ class HeadCostJob:
 def head_cost_table(cfg: LayerSkipConfig, rounds: int | None = None,
                     curricula: tuple[str, ...] | None = None) -> pd.DataFrame:
     """One row per (curriculum, head, round): the preset's `cost_rounds` paired rounds of `cost_warmup` untimed and
-    `cost_steps` timed steps, each head in its own process, shared then dedicated within a round; the ratio columns
-    ("step_s / shared", ...) are over the same round's shared head. Curricula: the chapter's, then `all`."""
+    `cost_steps` timed steps, each head in its own process, shared then dedicated in even rounds and the reverse in odd
+    ones; the ratio columns ("step_s / shared", ...) are over the same round's shared head. Curricula: the chapter's,
+    then `all`."""
     rounds = cfg.cost_rounds if rounds is None else rounds
     curricula = tuple(dict.fromkeys((cfg.curriculum, "all"))) if curricula is None else curricula
     frames = []

@@ -6,12 +6,13 @@ reduces training time by 19% and cuts peak memory usage by 25%" (Table 3's fixed
 both models take the same optimizer steps on batches of the same shape, so the ratio of training times is the ratio
 of step times, and the peak is that of one training step: parameters, gradients, AdamW state and activations.
 
-Both models are measured the same way as every training-cost comparison of the book (`rlib.train_cost`): each in
-a fresh process that builds the model as the chapter's runs do (`experiments.make_model`) and trains it for
-`warmup + steps` optimizer steps through `rlib.train.train` on the chapter's training windows with the chapter's
-recipe (precision, micro batches, the MoR router-loss hook); the median timed step, the peak over the process's
-baseline and the training state's bytes; rounds alternate the models (vanilla, MoR, vanilla, MoR, ...) and each
-ratio is over the same round's vanilla. `benchmarks/mor_train_speed.py` runs the same measurement over more models:
+Both models are measured the same way as every training-cost comparison of the book (`rlib.train_cost`): each in a fresh
+process that builds the model as the chapter's runs do (`experiments.make_model`) and trains it for `warmup + steps`
+optimizer steps through `rlib.train.train` on the chapter's training windows with the chapter's recipe (precision, micro
+batches, the MoR router-loss hook); the median timed step, the peak over the process's baseline and the training state's
+bytes; every round measures each model once, the order alternating from round to round (vanilla then MoR, MoR then
+vanilla, ...), and each ratio is over the same round's vanilla. `benchmarks/mor_train_speed.py` runs the same
+measurement over more models:
 
     table = train_cost_table(cfg)            # one row per model and round, and the ratio columns
     summary = cost_summary(table)            # one row per model: medians and the per-round ratio spread
@@ -73,10 +74,10 @@ def measure_one(cfg: MoRConfig, spec: MoRSpec | None, warmup: int, steps: int,
 
 def train_cost_table(cfg: MoRConfig, rounds: int | None = None, warmup: int | None = None,
                      steps: int | None = None, models: dict[str, MoRSpec | None] | None = None) -> pd.DataFrame:
-    """One row per model and round (the preset's `cost_rounds` rounds of `cost_warmup` untimed and `cost_steps`
-    timed training steps, each in its own process, models alternating within a round): step time, peak memory over
-    the baseline, state memory, and each model's ratios to the same round's first model (`models`: label -> spec,
-    None for vanilla; default `MODELS`, vanilla first)."""
+    """One row per model and round (the preset's `cost_rounds` rounds of `cost_warmup` untimed and `cost_steps` timed
+    training steps, each in its own process, every model once a round, the order reversed every other round): step time,
+    peak memory over the baseline, state memory, and each model's ratios to the same round's first model (`models`:
+    label -> spec, None for vanilla; default `MODELS`, vanilla first)."""
     models = MODELS if models is None else models
     rounds = cfg.cost_rounds if rounds is None else rounds
     warmup = cfg.cost_warmup if warmup is None else warmup
