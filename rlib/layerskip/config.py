@@ -92,8 +92,9 @@ class LayerSkipConfig(Preset):
     decode_temperature: float  # 0 = greedy (the paper's); > 0 = coupled sampling (rlib.layerskip.sampling, ours)
     # Sec. 2.1's one shared exit head against a head per layer (rlib.layerskip.exit_heads): rounds of one fresh process
     # per model, each `cost_warmup` untimed optimizer steps (at least the rotational curriculum's R, so that every head
-    # has had a gradient and holds its AdamW state) and `cost_steps` timed ones; 0 rounds = not measured
-    cost_rounds: int = 3
+    # has had a gradient and holds its AdamW state) and `cost_steps` timed ones; 0 rounds = not measured. 6 rounds: the
+    # fewest whose order-statistic interval of the median ratio reaches 95 % (rlib.rounds)
+    cost_rounds: int = 6
     cost_warmup: int = 12
     cost_steps: int = 6
 
