@@ -573,14 +573,13 @@ def _cost_rounds(monkeypatch, time_ratios, memory_ratios) -> pd.DataFrame:
     peak (200 MiB of state) in every round, MoR-2 EC at the given per-round ratios (128 MiB of state)."""
     from rlib.mor import train_cost
 
-    script = []
-    for t, m in zip(time_ratios, memory_ratios):
-        script += [{"step_s": 3.0, "step_s_all": [2.9, 3.0, 3.1], "peak_mib": 2000.0, "state_mib": 200.0,
-                    "params": 13_000_000, "device": "cpu", "threads": 2},
-                   {"step_s": 3.0 * t, "step_s_all": [3.0 * t], "peak_mib": 2000.0 * m, "state_mib": 128.0,
-                    "params": 8_400_000, "device": "cpu", "threads": 2}]
-    calls = iter(script)
-    monkeypatch.setattr(train_cost, "measure_one", lambda cfg, spec, warmup, steps: next(calls))
+    vanilla = {"step_s": 3.0, "step_s_all": [2.9, 3.0, 3.1], "peak_mib": 2000.0, "state_mib": 200.0,
+               "params": 13_000_000, "device": "cpu", "threads": 2}
+    mor = iter([{"step_s": 3.0 * t, "step_s_all": [3.0 * t], "peak_mib": 2000.0 * m, "state_mib": 128.0,
+                 "params": 8_400_000, "device": "cpu", "threads": 2} for t, m in zip(time_ratios, memory_ratios)])
+    # scripted per model: the rounds alternate which model runs first
+    monkeypatch.setattr(train_cost, "measure_one", lambda cfg, spec, warmup, steps: vanilla if spec is None
+                        else next(mor))
     return train_cost.train_cost_table(CPU, rounds=len(time_ratios))
 
 
