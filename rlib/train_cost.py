@@ -2,7 +2,7 @@
 
 Two chapters ask what a design costs to train at equal work: MoR's Sec. 3.1 (MoR-2 against vanilla at equal tokens,
 `rlib.mor.train_cost`) and LayerSkip's Sec. 2.1 (one shared exit head against a head per layer,
-`rlib.layerskip.head_cost`). Both measure the same way, here:
+`rlib.layerskip.exit_heads`). Both measure the same way, here:
 
 - a *job* is a picklable object: `windows()` returns its training windows and `build(max_steps)` the model, the
   trainer config (`rlib.train.TrainConfig` for `max_steps` optimizer steps) and the trainer hooks, exactly as the
@@ -40,7 +40,7 @@ from rlib.progress import progress
 
 __all__ = ["RATIO_KEYS", "CostJob", "cost_summary", "measure_in_process", "measure_one", "paired_rounds"]
 
-RATIO_KEYS = ("step_s", "peak_mib", "state_mib", "rest_mib")  # each gets a per-round ratio column
+RATIO_KEYS = ("step_s", "peak_mib", "state_mib", "rest_mib", "params")  # each gets a per-round ratio column
 
 
 class CostJob(Protocol):

@@ -87,12 +87,8 @@ class HeadCostJob:
         model, hook = with_recipe(decoder, dropout, exit_loss, overrides, p_max=cfg.p_max, e_scale=cfg.e_scale,
                                   curriculum=cfg.curriculum, rotation=cfg.rotation, time_schedule=cfg.time_schedule,
                                   total_steps=max_steps, accumulation_steps=recipe.accumulation_steps(1),
-                                  seed=cfg.seeds[0])
-        if self.head == "dedicated":
-            model = DedicatedExitHeads(decoder, p_max=model.p_max, time_schedule=model.time_schedule,
-                                       total_steps=model.total_steps, accumulation_steps=model.accumulation_steps,
-                                       seed=model.seed, layer_schedule=model.layer_schedule)
-            hook.model = model
+                                  seed=cfg.seeds[0],
+                                  wrapper=DedicatedExitHeads if self.head == "dedicated" else LayerSkipDecoder)
         return model, recipe, [hook]
 
 
@@ -104,20 +100,19 @@ def head_cost_table(cfg: LayerSkipConfig, rounds: int | None = None,
     then `all`."""
     rounds = cfg.cost_rounds if rounds is None else rounds
     curricula = tuple(dict.fromkeys((cfg.curriculum, "all"))) if curricula is None else curricula
+    vocab = cfg.text().size
     frames = []
     for curriculum in curricula:
         def measure(head: str, curriculum: str = curriculum) -> dict[str, Any]:
             job = HeadCostJob(cfg, head, curriculum)
             return cost.measure_one(job, cfg.cost_warmup, cfg.cost_steps, what=f"the {head} head ({curriculum})")
 
-        columns = {"curriculum": curriculum, "recipe": RECIPE, "n_layers": cfg.n_layers, "vocab": cfg.text().size,
+        columns = {"curriculum": curriculum, "recipe": RECIPE, "n_layers": cfg.n_layers, "vocab": vocab,
                    "d_model": cfg.d_model, "tokens_per_step": cfg.batch_size * cfg.seq_len,
                    "warmup": cfg.cost_warmup, "steps": cfg.cost_steps}
         frames.append(cost.paired_rounds(list(HEADS), measure, rounds, REFERENCE, columns,
                                          desc=f"exit heads, {curriculum} curriculum"))
-    table = pd.concat(frames, ignore_index=True)
-    table["params / shared"] = table["params"] / table.groupby(["curriculum", "round"])["params"].transform("first")
-    return table
+    return pd.concat(frames, ignore_index=True)
 
 
 def head_cost_summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -127,6 +122,5 @@ def head_cost_summary(table: pd.DataFrame) -> pd.DataFrame:
         summary = cost.cost_summary(part, REFERENCE)
         summary.insert(0, "curriculum", curriculum)
         summary["params"] = part.groupby("model", sort=False)["params"].first().to_numpy()
-        summary["params ratio"] = part.groupby("model", sort=False)["params / shared"].first().to_numpy()
         frames.append(summary)
     return pd.concat(frames, ignore_index=True)

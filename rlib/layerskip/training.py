@@ -211,14 +211,16 @@ class ExitProbe:
 
 def with_recipe(decoder: Decoder, dropout: bool, exit_loss: bool, overrides: dict[str, str], *, p_max: float,
                 e_scale: float, curriculum: str, rotation: int | None, time_schedule: str, total_steps: int,
-                accumulation_steps: int, seed: int) -> tuple[LayerSkipDecoder, LayerSkipLoss]:
+                accumulation_steps: int, seed: int,
+                wrapper: type[LayerSkipDecoder] = LayerSkipDecoder) -> tuple[LayerSkipDecoder, LayerSkipLoss]:
     """`decoder` wrapped for one recipe (`rlib.layerskip.config.RECIPES`: whether layer dropout and the early-exit
     loss are on, and the recipe's overrides of the layer schedule, time schedule or curriculum), and its loss
-    hook."""
-    model = LayerSkipDecoder(decoder, p_max=p_max if dropout else 0.0,
-                             time_schedule=overrides.get("time_schedule", time_schedule),
-                             total_steps=total_steps, accumulation_steps=accumulation_steps, seed=seed,
-                             layer_schedule=overrides.get("layer_schedule", "exp"))
+    hook. `wrapper` is the LayerSkipDecoder class to wrap with (a subclass may give the exits other heads:
+    `rlib.layerskip.exit_heads`)."""
+    model = wrapper(decoder, p_max=p_max if dropout else 0.0,
+                    time_schedule=overrides.get("time_schedule", time_schedule),
+                    total_steps=total_steps, accumulation_steps=accumulation_steps, seed=seed,
+                    layer_schedule=overrides.get("layer_schedule", "exp"))
     hook = LayerSkipLoss(model, e_scale=e_scale if exit_loss else 0.0,
                          curriculum=overrides.get("curriculum", curriculum), rotation=rotation or None)
     return model, hook
