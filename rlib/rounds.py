@@ -6,6 +6,10 @@ order statistics (the sign test's interval: no assumption about the noise's shap
 and k-th largest ratios bound the median with probability 1 - 2 P(Binomial(n, 1/2) < k); `median_interval` takes the
 largest k whose bound still has the asked confidence. Below 6 rounds no k reaches 95 %, and the interval is the
 smallest and the largest round (93.8 % at 5 rounds, 87.5 % at 4), which `coverage` reports.
+
+Every claim the book judges on such rounds lets them decide only from `DECIDING_ROUNDS` (ours: 5 rounds, 93.8 %);
+fewer measure the ratio but leave the claim undecided (3 rounds' range holds the median with 75 % only, so a verdict
+read from it flips between runs).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import math
 import statistics
 from collections.abc import Sequence
 
-__all__ = ["coverage", "median_interval"]
+__all__ = ["DECIDING_ROUNDS", "coverage", "decides", "median_interval", "too_few"]
+
+DECIDING_ROUNDS = 5  # ours: the fewest rounds whose interval holds the median with at least 90 % (93.8 %)
 
 
 def _tail(n: int, k: int) -> float:
@@ -46,3 +52,14 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
     ordered = sorted(values)
     k = _rank(len(ordered), confidence)
     return statistics.median(ordered), ordered[k - 1], ordered[-k]
+
+
+def decides(n: int) -> bool:
+    """Whether n rounds may decide a claim (`DECIDING_ROUNDS`)."""
+    return n >= DECIDING_ROUNDS
+
+
+def too_few(n: int) -> str:
+    """Why n rounds leave a claim undecided, for its ledger row."""
+    return (f"{n} round(s) hold the median with {coverage(n):.1%} only: the rounds decide from {DECIDING_ROUNDS} "
+            f"({coverage(DECIDING_ROUNDS):.1%}); needs more rounds")

@@ -102,6 +102,15 @@ KNOWN_DRIFT: dict = {
     ("cpu-long", "03_mixture_of_recursions", "mor.tab4.tc_mlp_router_best"): (None, "held"),
     ("cpu-long", "05_layerskip", "ls.s411.exp_time_curriculum_from_scratch"): (None, "not measured"),
     ("cpu-long", "05_layerskip", "ls.s21.shared_head_cheaper"): (None, "not measured"),
+    # 2026-12-07: paired timing rounds decide a claim only from rlib.rounds.DECIDING_ROUNDS (5); the continual and code
+    # studies time 3 rounds (75 % coverage), so Sec. 8's 'recipe required' there reads not testable until they time
+    # more (the rows go with the chapter's next runs)
+    ("cpu", "05_layerskip", "ls.s8.recipe_required.continual.sampled"): ("held", "not testable at this scale"),
+    ("cpu", "05_layerskip", "ls.s8.recipe_required.continual.ours"): ("held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.s8.recipe_required.code"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.s8.recipe_required.code.ours"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.s8.recipe_required.continual.sampled"): ("not held", "not testable at this scale"),
+    ("cpu-long", "05_layerskip", "ls.s8.recipe_required.continual.ours"): ("not held", "not testable at this scale"),
 }
 
 

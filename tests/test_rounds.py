@@ -7,7 +7,7 @@ from math import comb
 
 import pytest
 
-from rlib.rounds import coverage, median_interval
+from rlib.rounds import DECIDING_ROUNDS, coverage, decides, median_interval, too_few
 
 
 def test_nine_rounds_drop_one_round_at_each_end():
@@ -46,3 +46,10 @@ def test_coverage_is_what_the_interval_achieves_on_noise():
 def test_bad_input_is_refused(kwargs):
     with pytest.raises(ValueError):
         median_interval(**kwargs)
+
+
+def test_rounds_decide_from_five():
+    assert [decides(n) for n in range(1, 8)] == [False] * 4 + [True] * 3
+    assert coverage(DECIDING_ROUNDS) >= 0.9 > coverage(DECIDING_ROUNDS - 1)
+    assert too_few(3) == ("3 round(s) hold the median with 75.0% only: the rounds decide from 5 (93.8%); needs more "
+                          "rounds")

@@ -24,7 +24,7 @@ from rlib.book.claims import ClaimSpec, Ledger
 from rlib.book.judging import Missing, Outcome, Rules, chain, fmt_ci, mean_interval, nats, rows, strictly_falling, value
 from rlib.relaxed.config import RelaxedConfig
 from rlib.relaxed.tables import g1_rank, main_grid, paired
-from rlib.rounds import coverage, median_interval
+from rlib.rounds import coverage, decides, median_interval, too_few
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
 
@@ -1386,8 +1386,8 @@ def _rank_pass_costs(tables, cfg: RelaxedConfig, labels: list[str]) -> tuple[boo
     rounds = tables.get("context_share")
     if rounds is not None and len(rounds) and set(labels) | {"recursive"} <= set(rounds["model"]):
         ms = rows(rounds, context="short").pivot_table(index="round", columns="model", values="ms_per_pass")
-        if len(ms) < 2:
-            raise Missing(f"needs: at least 2 rounds of context_share, has {len(ms)}")
+        if not decides(len(ms)):
+            raise Missing(f"context_share: {too_few(len(ms))}")
         cost = {m: ms[m] / ms["recursive"] - 1 for m in labels}  # per round
         each = [median_interval(cost[m].tolist()) for m in labels]
         steps = [median_interval((cost[b] - cost[a]).tolist()) for a, b in zip(labels, labels[1:])]
@@ -1460,8 +1460,8 @@ def _memory_cap(tables, cfg: RelaxedConfig) -> Outcome:
         short = ms[(relaxed, "short")] / ms[("recursive", "short")]
         long = ms[(relaxed, "long")] / ms[("recursive", "long")]
         gap = (short - long).to_numpy()
-        if len(gap) < 2:
-            raise Missing(f"needs: at least 2 rounds of context_share, has {len(gap)}")
+        if not decides(len(gap)):
+            raise Missing(f"context_share: {too_few(len(gap))}")
         mid, low, high = median_interval(gap.tolist())
         long_pos = int(rows(rounds, context="long")["position"].iloc[0])
         measured += (f"; {relaxed} / recursive pass time at batch {vb} over {len(gap)} interleaved rounds: "

@@ -39,7 +39,7 @@ from rlib.layerskip.claims.base import (
 from rlib.layerskip.decode_costs import speedup_at
 from rlib.layerskip.decoding import paired_ratios
 from rlib.layerskip.tables import best_whole_head
-from rlib.rounds import coverage, median_interval
+from rlib.rounds import coverage, decides, median_interval, too_few
 
 __all__ = ["CHECKS", "STUDIES", "DecodingStudy"]
 
@@ -205,8 +205,15 @@ def _paired_best_text(paired: dict[str, tuple[str, tuple] | None]) -> str:
     parts = [f"{name} {p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]" for name, (_, p) in
              (("baseline", paired[PLAIN]), ("LayerSkip", paired[LS]))]
     rounds = min(p[3] for _, p in paired.values())
-    return (f"paired per-round speedup at each model's best (E, d), median [95 % interval, coverage "
+    return (f"paired per-round speedup at each model's best (E, d), median [order-statistic interval, coverage "
             f"{coverage(rounds):.0%} at {rounds} rounds]: {', '.join(parts)}")
+
+
+def _rounds_count(paired: dict[str, tuple[str, tuple] | None]) -> int | None:
+    """The fewest rounds behind either model's paired speedup; None without rounds."""
+    if any(v is None for v in paired.values()):
+        return None
+    return min(p[3] for _, p in paired.values())
 
 
 def _order_decided(paired: dict[str, tuple[str, tuple] | None]) -> bool | None:
@@ -283,6 +290,10 @@ def recipe_required(ctx: Context, study: DecodingStudy, gate: bool = True) -> Ve
                 f"distinct-2 "
                 f"baseline {loops[PLAIN]:.2f}, LayerSkip {loops[LS]:.2f}")
     paired = _paired_best_text(rounds)
+    count = _rounds_count(rounds)
+    if count is not None and not decides(count) and (not gate or loops[PLAIN] >= GATE):
+        return Verdict("not testable at this scale", _join(measured, paired, too_few(count) +
+                                                           " (decode_prompts x decode_repeats)"))
     return Verdict(held, _join(measured, paired), lambda: _recipe_diagnosis(table, best, paired, decided, bound))
 
 
@@ -546,7 +557,7 @@ def speedup_same_model(ctx: Context, study: DecodingStudy) -> Verdict:
     paired = _paired_speedup(ctx, study, LS, str(top["label"]))
     if paired is not None:
         measured += (f"; there, the paired per-round speedup {paired[0]:.2f}x [{paired[1]:.2f}, {paired[2]:.2f}] "
-                     f"(median, 95 % interval, coverage {coverage(paired[3]):.0%} at {paired[3]} rounds)")
+                     f"(median and order-statistic interval, coverage {coverage(paired[3]):.0%} at {paired[3]} rounds)")
     return Verdict(bool(top["speedup"] >= BOOK_GOAL and fluent >= GATE), measured,
                    lambda: _speedup_diagnosis(ctx, study, table))
 
