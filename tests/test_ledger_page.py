@@ -111,6 +111,15 @@ KNOWN_DRIFT: dict = {
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.code.ours"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.continual.sampled"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.continual.ours"): ("not held", "not testable at this scale"),
+    # 2026-12-07, MoR claims read against the paper again: Table 14's function tokens include punctuation and line
+    # breaks (the paper's own examples '—' and '\n'); Sec. 3.2's MoR behind vanilla is stated at 135M, as its sister
+    # claim at > 360M (not testable below)
+    ("cpu", "03_mixture_of_recursions", "mor.fig1_tab14.depth_follows_semantics"): ("held", "not held"),
+    ("cpu", "03_mixture_of_recursions", "mor.fig3.mor_behind_vanilla_smallest"): ("not held",
+                                                                                 "not testable at this scale"),
+    ("cpu-long", "03_mixture_of_recursions", "mor.fig1_tab14.depth_follows_semantics"): ("held", "not held"),
+    ("cpu-long", "03_mixture_of_recursions", "mor.fig3.mor_behind_vanilla_smallest"): ("not held",
+                                                                                      "not testable at this scale"),
 }
 
 
