@@ -451,7 +451,33 @@ def _lm_budget(tables: Mapping[str, pd.DataFrame], cfg: RecurrentConfig, row: pd
     text = (f"the runs see {_lm_tokens(cfg):,} tokens, {per_param:.2f} per non-embedding parameter (paper: 1x "
             f"Chinchilla, ~{CHINCHILLA_TOKENS_PER_PARAM}); {_curve_text(tables)}")
     category = "budget" if per_param < CHINCHILLA_TOKENS_PER_PARAM else "disagrees with the paper"
-    return category, text
+    rate, rate_moves = _lr_text(tables, cfg)
+    return ("setup" if rate_moves else category), f"{text}; {rate}"
+
+
+def _lr_text(tables: Mapping[str, pd.DataFrame], cfg: RecurrentConfig) -> tuple[str, bool]:
+    """The learning rate every LM trains at, which the paper tunes per model, and (where norm_ablation was written)
+    how much lower the shallow RT's test NLL is at the best of the rates it tried than at the book's, against the
+    RT - T gaps at equal shape: True when tuning gains more than the largest gap, so an untuned rate can decide the
+    comparisons."""
+    text = (f"every model trains at one learning rate, {cfg.lm_lr:g} with a 5 % warm-up (rlib.recurrent.experiments."
+            "run_lm), where the paper tunes it per model (App. D.1; the released grid 1e-3 / 3.16e-3 / 1e-2, warm-up "
+            "40 % of training)")
+    ablation = tables.get("norm_ablation")
+    lm = _lm_rows(tables)
+    if ablation is None or ablation.empty:
+        return text + "; cpu-long's norm_ablation measures the shallow RT's spread over those rates", False
+    normed = ablation[ablation["kv_norm"].astype(str) == "True"].set_index("lr")["test_nll"].sort_index()
+    gaps = {depth: abs(float(lm.loc[("recurrent", depth), "test_nll"] - lm.loc[("transformer", depth), "test_nll"]))
+            for depth in ("deep", "shallow") if ("recurrent", depth) in lm.index and ("transformer", depth) in lm.index}
+    if not np.isclose(normed.index, cfg.lm_lr).any():
+        return text, False
+    headroom = float(normed[np.isclose(normed.index, cfg.lm_lr)].iloc[0] - normed.min())
+    rates = ", ".join(f"{lr:g} {v:.3f}" for lr, v in normed.items())
+    largest = max(gaps.values(), default=float("nan"))
+    text += (f"; the shallow RT's test NLL over those rates (norm_ablation, one seed): {rates}, the best "
+             f"{headroom:.3f} below the book's rate's, against RT - T gaps of at most {largest:.3f} at equal shape")
+    return text, bool(headroom > largest)
 
 
 def _curve_text(tables: Mapping[str, pd.DataFrame]) -> str:
@@ -1226,6 +1252,11 @@ def _shallow_beats_deep(tables, cfg) -> Verdict:
                 f"({tf['params_m']:.3f} M) {tf['test_nll']:.4f}: T - RT {gap:+.4f} "
                 f"({_in_se(gap, se)}); KV floats/token {int(rt['kv_floats_per_token'])} vs "
                 f"{int(tf['kv_floats_per_token'])}")
+    if ("transformer", "shallow") in lm.index:  # the same shape without the recurrence: what the shape alone gives
+        wide = lm.loc[("transformer", "shallow")]
+        measured += (f"; the Transformer of RT's shape ({_shape(wide)}) reaches {wide['test_nll']:.4f} (RT - it "
+                     f"{rt['test_nll'] - wide['test_nll']:+.4f}): at this scale the lead over the deeper Transformer "
+                     "is the shallow-wide shape's, not the recurrence's")
     return ok, measured, _lm_budget(tables, cfg, rt)
 
 
@@ -1294,9 +1325,10 @@ def _depth_width_shift(tables, cfg) -> Verdict:
     if t_gain > 0:
         deep = rows[("transformer", "deep")]
         return held, measured, ("scale", f"at D {int(deep['d_model'])} the shallow-wide shape wins for the "
-                                f"Transformer too, by {t_gain:.4f} ({_in_se(t_gain, t_se)}): its optimum is already "
-                                "at the shallow end, so no shift toward it can show (the paper's Transformer prefers "
-                                "depth)")
+                                f"Transformer too, by {t_gain:.4f} ({_in_se(t_gain, t_se)}): both optima sit at the "
+                                f"shallow end, so the two shapes cannot show the optimum moving (the paper's "
+                                f"Transformer prefers depth); RT's preference for the shallow shape is the larger by "
+                                f"{shift:+.4f} ({_in_se(shift, se)}), the paper's direction within the seed noise")
     return held, measured, _lm_budget(tables, cfg, rows[("recurrent", "shallow")])
 
 
@@ -1329,7 +1361,15 @@ def _transformer_2l(tables, cfg) -> Verdict:
     gap, se = row["test_nll"] - deep["test_nll"], _se(row, deep)
     measured = f"T(2L) {row['test_nll']:.4f} vs T(L) {deep['test_nll']:.4f} ({gap:+.4f}, {_in_se(gap, se)})"
     held = bool(np.isfinite(se) and abs(gap) <= 2 * se)
-    return held, measured, _lm_budget(tables, cfg, row)
+    lm = _lm_rows(tables)
+    if ("transformer", "shallow") not in lm.index:
+        return held, measured, _lm_budget(tables, cfg, row)
+    wide = lm.loc[("transformer", "shallow")]
+    shallow = wide["test_nll"] - deep["test_nll"]
+    return held, measured, ("scale", f"at this size the Transformer gains from width, not depth: T(L/2) - T(L) "
+                                     f"{shallow:+.4f} ({_in_se(shallow, _se(wide, deep))}), so the narrower 2L model "
+                                     f"falls further behind ({gap:+.4f}); the paper's 1x-Chinchilla Transformer is "
+                                     "about as good at 24 layers as at 12; " + _lm_budget(tables, cfg, row)[1])
 
 
 # ---- App. E.2, Fig. 7: the pre-KV norm -----------------------------------------------------------------------
