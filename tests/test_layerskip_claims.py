@@ -47,7 +47,7 @@ EXPECTED_CPU = {
     "ls.tab10.early_exit_time": N, "ls.exact.scratch": T, "ls.exact.scratch.sampled": H,
     "ls.tab10.acceptance_rises_with_e.scratch": T, "ls.tab10.acceptance_rises_with_e.scratch.sampled": N,
     "ls.tab10.acceptance_rises_with_e.scratch.ours": H, "ls.s8.recipe_required.scratch": T,
-    "ls.s8.recipe_required.scratch.sampled": H, "ls.s8.recipe_required.scratch.ours": H, "ls.exact.continual": T,
+    "ls.s8.recipe_required.scratch.sampled": N, "ls.s8.recipe_required.scratch.ours": N, "ls.exact.continual": T,
     "ls.exact.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual": T,
     "ls.tab10.acceptance_rises_with_e.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
     "ls.s8.recipe_required.continual": T, "ls.s8.recipe_required.continual.sampled": T,
@@ -69,7 +69,7 @@ EXPECTED_CPU = {
     "ls.tab3.generation_quality.scratch": T, "ls.tab3.generation_quality.scratch.sampled": N,
     "ls.tab4.generation_quality.code": M, "ls.tab4.generation_quality.code.sampled": M,
     "ls.new.fig9_scratch_generations": T, "ls.new.fig9_scratch_generations.sampled": H, "ls.tab23.model_size_trends": T,
-    "ls.tab23.model_size_trends.sampled": T, "ls.tab2.vs_draft_and_verify": T, "ls.tab2.vs_draft_and_verify.sampled": N,
+    "ls.tab23.model_size_trends.sampled": T, "ls.tab2.vs_draft_and_verify": T, "ls.tab2.vs_draft_and_verify.sampled": H,
     "ls.ours.task_vocabulary_drafting": M, "ls.ours.fast_decoding": M, "ls.ours.cost_model": M,
     "ls.ours.whole_head_cost": M, "ls.s21.shared_head_cheaper": N,
 }

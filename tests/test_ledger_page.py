@@ -104,19 +104,14 @@ KNOWN_DRIFT: dict = {
     ("cpu-long", "05_layerskip", "ls.s21.shared_head_cheaper"): (None, "not measured"),
     # 2026-12-07: paired timing rounds decide a claim only from rlib.rounds.DECIDING_ROUNDS (5); the continual and code
     # studies time 3 rounds (75 % coverage), so Sec. 8's 'recipe required' there reads not testable until they time
-    # more (the rows go with the chapter's next runs)
-    ("cpu", "05_layerskip", "ls.s8.recipe_required.continual.sampled"): ("held", "not testable at this scale"),
-    ("cpu", "05_layerskip", "ls.s8.recipe_required.continual.ours"): ("held", "not testable at this scale"),
+    # more (the cpu rows went with the cpu re-run of 2026-12-07; the cpu-long rows go with the next cpu-long runs)
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.code"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.code.ours"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.continual.sampled"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.s8.recipe_required.continual.ours"): ("not held", "not testable at this scale"),
     # 2026-12-07, MoR claims read against the paper again: Table 14's function tokens include punctuation and line
     # breaks (the paper's own examples '—' and '\n'); Sec. 3.2's MoR behind vanilla is stated at 135M, as its sister
-    # claim at > 360M (not testable below)
-    ("cpu", "03_mixture_of_recursions", "mor.fig1_tab14.depth_follows_semantics"): ("held", "not held"),
-    ("cpu", "03_mixture_of_recursions", "mor.fig3.mor_behind_vanilla_smallest"): ("not held",
-                                                                                 "not testable at this scale"),
+    # claim at > 360M (not testable below); the cpu rows went with the cpu re-run of 2026-12-07
     ("cpu-long", "03_mixture_of_recursions", "mor.fig1_tab14.depth_follows_semantics"): ("held", "not held"),
     ("cpu-long", "03_mixture_of_recursions", "mor.fig3.mor_behind_vanilla_smallest"): ("not held",
                                                                                       "not testable at this scale"),
