@@ -7,9 +7,9 @@ and k-th largest ratios bound the median with probability 1 - 2 P(Binomial(n, 1/
 largest k whose bound still has the asked confidence. Below 6 rounds no k reaches 95 %, and the interval is the
 smallest and the largest round (93.8 % at 5 rounds, 87.5 % at 4), which `coverage` reports.
 
-Every claim the book judges on such rounds lets them decide only from `DECIDING_ROUNDS` (ours: 5 rounds, 93.8 %);
-fewer measure the ratio but leave the claim undecided (3 rounds' range holds the median with 75 % only, so a verdict
-read from it flips between runs).
+Every claim the book decides by this interval lets it decide only from `DECIDING_ROUNDS` rounds (ours: 5, 93.8 %);
+fewer measure the ratio but leave the claim undecided (3 rounds' range holds the median with 75 % only, and a verdict
+read from it flipped between two runs of the same models).
 """
 
 from __future__ import annotations

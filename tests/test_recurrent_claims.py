@@ -563,6 +563,9 @@ def test_decode_cost_whose_paired_rounds_straddle_the_threshold_is_noise_not_a_v
     assert _verdict({"decode_cost": _decode_cost(1.15, spread=0.04)}, claim) == "held"  # every round <= 1.2
     old = _decode_cost(1.15).drop(columns=["ms_per_token_ratio_lo", "ms_per_token_ratio_hi"])  # a table before rounds
     assert _verdict({"decode_cost": old}, claim) == "not measured"
+    few = _judge({"decode_cost": _decode_cost(1.3).assign(rounds=3)}).loc[claim]  # 75 %: the rounds decide nothing
+    assert few["verdict"] == "not testable at this scale"
+    assert "3 round(s) hold the median with 75.0% only" in few["measured"]
 
 
 def _downstream(diff: float, se: float, acc: float) -> pd.DataFrame:

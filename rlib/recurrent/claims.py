@@ -32,6 +32,7 @@ from rlib.recurrent.config import RecurrentConfig, alibi_slopes
 from rlib.recurrent.table2 import PAPER_TABLE2_MS
 from rlib.recurrent.tables import MAD_STEPS
 from rlib.recurrent.tasks import chance_token_acc, copy_counting_ceiling
+from rlib.rounds import coverage, decides, too_few
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
 
@@ -916,7 +917,8 @@ def _decode_cost(tables, cfg) -> Verdict:
              f"{twin.loc[row.batch, 'ms_per_token']:.3f} ms)" for row in deep.itertuples()]
     macs = deep.iloc[0]
     measured = (f"{first} ({shape}, context {int(macs['context'])}): " + "; ".join(parts)
-                + f" (median [95 % interval] of {int(macs['rounds'])} paired rounds)"
+                + f" (median [order-statistic interval, coverage {coverage(int(macs['rounds'])):.1%}] of "
+                  f"{int(macs['rounds'])} paired rounds)"
                 + f"; counted MACs per token RT / T {macs['macs_per_token_ratio']:.3f} "
                 f"({macs['macs_per_token_no_head_ratio']:.3f} without the shared head)")
     others = table[(table["shape"] != first) & (table["block"] == "recurrent")
@@ -924,11 +926,13 @@ def _decode_cost(tables, cfg) -> Verdict:
     measured += "".join(f"; {row.shape} RT vs {first} T: {row.ms_vs_first_transformer:.2f}x per token, KV floats "
                         f"{int(row.kv_floats_per_token)} vs {int(twin['kv_floats_per_token'].iloc[0])}"
                         for row in others.itertuples())
+    if not decides(int(macs["rounds"])):
+        return "not testable at this scale", f"{measured}; {too_few(int(macs['rounds']))}", None
     if bool((deep["ms_per_token_ratio_hi"] <= 1.2).all()):
         return True, measured, None
     if not bool((deep["ms_per_token_ratio_lo"] > 1.2).any()):  # no batch's interval above 1.2
         noisy = deep[deep["ms_per_token_ratio_hi"] > 1.2].iloc[0]
-        return ("not testable at this scale", measured + f"; at batch {int(noisy['batch'])} the median ratio's 95 % "
+        return ("not testable at this scale", measured + f"; at batch {int(noisy['batch'])} the median ratio's "
                 f"interval is {noisy['ms_per_token_ratio_lo']:.2f}-{noisy['ms_per_token_ratio_hi']:.2f}x, across the "
                 "1.2 threshold: timing noise of a shared CPU at milliseconds per step, not a cost", None)
     worst = deep.loc[deep["ms_per_token_ratio_lo"].idxmax()]  # the batch whose interval lies above 1.2

@@ -204,7 +204,7 @@ def _paired_best_text(paired: dict[str, tuple[str, tuple] | None]) -> str:
         return ""
     parts = [f"{name} {p[0]:.2f}x [{p[1]:.2f}, {p[2]:.2f}]" for name, (_, p) in
              (("baseline", paired[PLAIN]), ("LayerSkip", paired[LS]))]
-    rounds = min(p[3] for _, p in paired.values())
+    rounds = _rounds_count(paired)
     return (f"paired per-round speedup at each model's best (E, d), median [order-statistic interval, coverage "
             f"{coverage(rounds):.0%} at {rounds} rounds]: {', '.join(parts)}")
 
