@@ -783,14 +783,19 @@ def _fig3_recursive(tables, cfg) -> Verdict:
                                                "budget; needs: 2 seeds per budget"))
 
 
+def _vanilla_size(tables) -> float:
+    """The Fig. 3 vanilla model's non-embedding parameters (M): what the paper's size-bound statements are read at."""
+    sweep = _table(tables, "budget_sweep")
+    return float(sweep.loc[sweep["label"] == "Vanilla", "params_m"].max())
+
+
 @_judges("mor.fig3.mor_matches_or_beats_vanilla")
 def _fig3_vanilla(tables, cfg) -> Verdict:
     wide = _sweep(tables, cfg)
     d = wide["mor"] - wide["vanilla"]
     measured = "MoR - vanilla: " + ", ".join(f"{v:+.4f} ({b:.3g})" for b, v in d.items())
     within = bool((d <= 0.0390).all())
-    sweep = _table(tables, "budget_sweep")
-    vanilla_m = float(sweep.loc[sweep["label"] == "Vanilla", "params_m"].max())
+    vanilla_m = _vanilla_size(tables)
     if not vanilla_m >= PAPER_MATCH_SIZE_M:
         return Verdict("not testable at this scale", measured + (
             f" ({'within' if within else 'not within'} the paper's 'matches' margin 0.0390 at every budget); the "
@@ -826,11 +831,11 @@ def _fig3_behind_smallest(tables, cfg) -> Verdict:
     wide = _sweep(tables, cfg)
     d = wide["mor"] - wide["vanilla"]
     measured = "MoR - vanilla: " + ", ".join(f"{v:+.4f} ({b:.3g})" for b, v in d.items())
-    sweep = _table(tables, "budget_sweep")
-    vanilla_m = float(sweep.loc[sweep["label"] == "Vanilla", "params_m"].max())
+    vanilla_m = _vanilla_size(tables)
     if not vanilla_m < PAPER_SMALLEST_M:  # the paper's own size or larger: judged as stated
         return Verdict(bool((d > 0).all()), measured, ("budget", f"MoR leads vanilla at {vanilla_m:.0f}M "
                                                                  "non-embedding parameters; needs: more seeds"))
+    sweep = _table(tables, "budget_sweep")
     per_param = {label: rows["tokens_m"] / rows["params_m"] for label, rows in sweep.groupby("label")}
     vanilla, mor = per_param["Vanilla"], per_param[_labels(cfg)["ec"]]
     return Verdict("not testable at this scale", measured + (

@@ -465,14 +465,14 @@ def _lr_text(tables: Mapping[str, pd.DataFrame], cfg: RecurrentConfig) -> tuple[
             "run_lm), where the paper tunes it per model (App. D.1; the released grid 1e-3 / 3.16e-3 / 1e-2, warm-up "
             "40 % of training)")
     ablation = tables.get("norm_ablation")
-    lm = _lm_rows(tables)
     if ablation is None or ablation.empty:
         return text + "; cpu-long's norm_ablation measures the shallow RT's spread over those rates", False
     normed = ablation[ablation["kv_norm"].astype(str) == "True"].set_index("lr")["test_nll"].sort_index()
-    gaps = {depth: abs(float(lm.loc[("recurrent", depth), "test_nll"] - lm.loc[("transformer", depth), "test_nll"]))
-            for depth in ("deep", "shallow") if ("recurrent", depth) in lm.index and ("transformer", depth) in lm.index}
     if not np.isclose(normed.index, cfg.lm_lr).any():
         return text, False
+    lm = _lm_rows(tables)
+    gaps = {depth: abs(float(lm.loc[("recurrent", depth), "test_nll"] - lm.loc[("transformer", depth), "test_nll"]))
+            for depth in ("deep", "shallow") if ("recurrent", depth) in lm.index and ("transformer", depth) in lm.index}
     headroom = float(normed[np.isclose(normed.index, cfg.lm_lr)].iloc[0] - normed.min())
     rates = ", ".join(f"{lr:g} {v:.3f}" for lr, v in normed.items())
     largest = max(gaps.values(), default=float("nan"))
