@@ -365,10 +365,12 @@ def test_depth_width_shift_and_the_transformers_own_optimum():
 
 
 def test_curve_evidence_comes_from_the_validation_table():
-    records = [{"name": f"lm-{b}-deep-s{s}", "block": b, "depth": "deep", "n_layers": 4, "d_model": 128, "seed": s,
-                "kv_norm": True, "curve": {"step": [50, 100, 150], "val_loss": [v + 0.2, v + 0.1, v]}}
+    records = [{"name": f"lm-{b}-deep-lr0.00316-s{s}", "block": b, "depth": "deep", "n_layers": 4, "d_model": 128,
+                "seed": s, "kv_norm": True, "main": True,
+                "curve": {"step": [50, 100, 150], "val_loss": [v + 0.2, v + 0.1, v]}}
                for b, v in (("recurrent", 5.03), ("transformer", 5.0)) for s in (0, 1)]
-    curves = tables.lm_validation_table(records + [dict(records[0], name="lm-recurrent-deep-lr0.01-s0")])
+    other_rate = dict(records[0], name="lm-recurrent-deep-lr0.01-s0", main=False)  # a tuning run not chosen
+    curves = tables.lm_validation_table(records + [other_rate])
     assert len(curves) == 12 and set(curves["block"]) == {"recurrent", "transformer"}
     judged = _judge({"language_models": _lm(5.03), "lm_validation": curves})
     evidence = judged.loc["rt.table1.rt_beats_transformer_equal_depth", "evidence"]
@@ -506,7 +508,7 @@ def test_a_flat_rt_curve_is_diagnosed_as_a_plateau_not_a_disagreement():
 def test_cpu_long_extends_chapter_4_under_the_same_keys():
     """cpu-long reads cpu's task and LM runs back (the same grid keys) and adds recall with MAD's loss, the pre-KV-norm
     ablation and the 2L Transformer, which the cpu profile leaves out to fit its 30 minutes."""
-    from rlib.recurrent.config import lm_config, lm_runs, task_runs
+    from rlib.recurrent.config import lm_config, lm_runs, lm_tuning_runs, table1_shapes, task_runs
     from rlib.recurrent.experiments import lm_grid_key, task_grid_key
 
     long = RecurrentConfig.preset("cpu-long")
@@ -516,11 +518,15 @@ def test_cpu_long_extends_chapter_4_under_the_same_keys():
     assert {(r.task, r.block, r.epochs, r.lr) for r in tuned} == {
         ("copy", block, 15, lr) for block in ("recurrent", "transformer") for lr in (3e-3, 1e-2)}
     assert len({r.name for r in tuned}) == 4 and not any(r.tuned for r in task_runs(CPU))
-    short = {r.name for r in lm_runs(CPU)}
-    added = [r for r in lm_runs(long) if r.name not in short]
-    assert short < {r.name for r in lm_runs(long)}
+    assert CPU.lm_lrs == long.lm_lrs == long.ablation_lrs == (1e-3, 3.16e-3, 1e-2)  # App. D.1's released sweep
+    assert {r.name for r in lm_tuning_runs(CPU)} < {r.name for r in lm_tuning_runs(long)}
+    rates = {shape: 3.16e-3 for shape in table1_shapes(long)}
+    short = {r.name for r in lm_runs(CPU, rates)}
+    added = [r for r in lm_runs(long, rates) if r.name not in short]
+    assert short < {r.name for r in lm_runs(long, rates)}
     ablations = [r for r in added if not r.batch]
     assert {r.kv_norm for r in ablations} == {True, False} and {r.depth for r in ablations} == {"shallow", "double"}
+    assert all(r.depth == "double" for r in ablations if r.kv_norm)  # the normed ablation runs are cpu's tuning runs
     assert {(r.depth, r.batch) for r in added if r.batch} == {(d, 2 * CPU.lm_batch) for d in ("deep", "shallow")}
     double = lm_config(next(r for r in added if r.depth == "double"), long, 100)
     assert (double.n_layers, double.d_model, double.block) == (2 * long.lm_layers, 96, "transformer")

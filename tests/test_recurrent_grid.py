@@ -11,7 +11,7 @@ import pytest
 
 from rlib.config import ConfigError
 from rlib.recurrent import claims, experiments, tables
-from rlib.recurrent.config import RecurrentConfig, alibi_slopes, lm_runs, task_runs
+from rlib.recurrent.config import RecurrentConfig, alibi_slopes, lm_runs, lm_tuning_runs, table1_shapes, task_runs
 
 
 def test_shallow_models_keep_parameters_within_six_percent_below():
@@ -26,17 +26,28 @@ def test_shallow_models_keep_parameters_within_six_percent_below():
 
 def test_run_lists_are_unique_and_pair_every_ablation_rate():
     cfg = RecurrentConfig.preset("cpu-long")  # the profile with every study (cpu leaves the ablations to it)
-    runs = lm_runs(cfg)
+    tuning = lm_tuning_runs(cfg)
+    shapes = table1_shapes(cfg)
+    assert len(shapes) == 5 and {(r.block, r.depth) for r in tuning} == set(shapes)
+    assert sorted((r.shape, r.lr) for r in tuning) == sorted((s, lr) for s in shapes for lr in cfg.lm_lrs)
+    assert {r.seed for r in tuning} == {cfg.lm_seeds[0]} and all(r.table1 for r in tuning)
+    rates = {shape: cfg.lm_lrs[i % len(cfg.lm_lrs)] for i, shape in enumerate(shapes)}  # a different rate per shape
+    runs = lm_runs(cfg, rates)
     names = [r.name for r in runs]
-    assert len(names) == len(set(names)) == (4 + cfg.lm_transformer_2l + 4 * bool(cfg.lm_batch_alt)) * len(
-        cfg.lm_seeds) + 2 * len(cfg.ablation_lrs) - 1
+    assert len(names) == len(set(names)) == len(tuning) + len(shapes) * (len(cfg.lm_seeds) - 1) + 4 * len(
+        cfg.lm_seeds) * bool(cfg.lm_batch_alt) + len(cfg.ablation_lrs)  # the normed ablation runs are tuning runs
+    assert names[:len(tuning)] == [r.name for r in tuning]
+    later = [r for r in runs if r.seed != cfg.lm_seeds[0] and not r.batch]
+    assert all(r.lr == rates[r.shape] and r.table1 for r in later) and len(later) == len(shapes)
     alt = [r for r in runs if r.batch]
-    assert {r.batch for r in alt} == {cfg.lm_batch_alt} and not any(r.main for r in alt)
-    assert sum(r.main for r in runs) == (4 + cfg.lm_transformer_2l) * len(cfg.lm_seeds)
+    assert {r.batch for r in alt} == {cfg.lm_batch_alt} and not any(r.table1 for r in alt)
+    assert all(r.lr == rates[r.shape] for r in alt)
     ablation = [r for r in runs if r.block == "recurrent" and r.depth == "shallow" and r.seed == cfg.lm_seeds[0]
                 and not r.batch]
-    assert sorted((r.lr or cfg.lm_lr, r.kv_norm) for r in ablation) == sorted(
+    assert sorted((r.lr, r.kv_norm) for r in ablation) == sorted(
         (lr, norm) for lr in cfg.ablation_lrs for norm in (True, False))
+    with pytest.raises(ValueError, match=r"no learning rate chosen for \[\('transformer', 'double'\)\]"):
+        lm_runs(cfg, {shape: 1e-3 for shape in shapes[:4]})
     tasks = task_runs(cfg)
     assert len({t.name for t in tasks}) == len(tasks) == 2 * len(cfg.tasks) * len(cfg.task_seeds) + 2 * len(
         cfg.loss_ablation_tasks) + 2 * len(cfg.task_tuning)
@@ -59,6 +70,14 @@ def test_bad_configs_fail_before_any_work():
         cfg.override(loss_ablation_tasks=("memorization",))
     with pytest.raises(ConfigError, match=r"task_alibi_max_bias=2: the flattest ALiBi head reaches 4 tokens"):
         cfg.override(task_alibi_max_bias=2.0)  # the chapter's earlier set-up: no head reached the copy source
+    with pytest.raises(ConfigError, match=r"lm_lrs=\(\)"):
+        cfg.override(lm_lrs=())
+    with pytest.raises(ConfigError, match=r"lm_lrs=\(0.001, 0.001\)"):
+        cfg.override(lm_lrs=(1e-3, 1e-3))
+    with pytest.raises(ConfigError, match=r"ablation_lrs=\(-0.01,\)"):
+        cfg.override(ablation_lrs=(-1e-2,))
+    with pytest.raises(ConfigError, match="lm_warmup=1.0"):
+        cfg.override(lm_warmup=1.0)
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])

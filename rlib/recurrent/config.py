@@ -8,8 +8,9 @@ says.
 
     tasks   one RT layer vs one Transformer layer per synthetic task and seed (Figs. 5-6)
     lm      Transformer and RT with L layers at width D and L/2 layers at width ~sqrt(2) D (fixed parameters,
-            Table 1), a Transformer with 2L layers at width D (Table 1's 24-layer row), and the pre-KV-norm
-            ablation of the shallow RT over learning rates (Fig. 7, App. E.2)
+            Table 1), a Transformer with 2L layers at width ~D / sqrt(2) (Table 1's 24-layer row), each shape's
+            learning rate tuned on its first seed (App. D.1), and the pre-KV-norm ablation of the shallow RT over
+            learning rates (Fig. 7, App. E.2)
 
 The cpu profile keeps the chapter within issue 27's 30 minutes on 2 cores; its `cpu-long` preset adds the studies
 that do not fit (the loss ablation of the tasks, the pre-KV-norm ablation, the 2L Transformer). The fields that only
@@ -26,7 +27,7 @@ from rlib.recurrent.tasks import TASKS
 from rlib.vocab import ScratchText
 
 __all__ = ["BLOCKS", "LOSS_TARGETS", "POSITIONS", "LMRun", "RTConfig", "RecurrentConfig", "TaskRun", "alibi_reach",
-           "alibi_slopes", "lm_config", "lm_runs", "task_runs"]
+           "alibi_slopes", "lm_config", "lm_runs", "lm_tuning_runs", "table1_shapes", "task_runs"]
 
 BLOCKS = ("recurrent", "transformer")
 LOSS_TARGETS = ("all", "scored")  # a task model's loss on every next token (MAD) or on the scored targets only
@@ -132,7 +133,11 @@ class RecurrentConfig(Preset):
     lm_width: tuple[int, int]  # (d_model, heads) of the deep models; the shallow ones keep the head dim
     lm_batch: int
     lm_steps: int
-    lm_lr: float
+    # App. D.1 tunes each model's learning rate ("hyperparameter tuning given by: ..."; the released sweep: 1e-3,
+    # 3.16e-3, 1e-2): every Table 1 shape trains its first seed at each rate here, and its other seeds at the rate of
+    # the lowest final validation NLL (one rate = no tuning)
+    lm_lrs: tuple[float, ...]
+    lm_warmup: float  # linear warm-up as a fraction of the steps, then cosine (the released config: 40 %)
     lm_seeds: tuple[int, ...]
     ablation_lrs: tuple[float, ...]  # learning rates of the pre-KV-norm ablation (shallow RT, with and without)
     lm_transformer_2l: bool  # also a Transformer with 2L layers at width ~D / sqrt(2), every seed (Table 1's 24 x 1024)
@@ -152,7 +157,8 @@ class RecurrentConfig(Preset):
             task_curve_points=2,
             task_curve_probe=8, task_seeds=(0,), tokenizer="smollm2-135m",
             corpus="shakespeare", vocab_size=256, lm_seq_len=16, lm_layers=2, lm_width=(16, 2), lm_batch=2,
-            lm_steps=2, lm_lr=3e-3, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_transformer_2l=True, lm_val_windows=2,
+            lm_steps=2, lm_lrs=(3e-3, 1e-2), lm_warmup=0.4, lm_seeds=(0,), ablation_lrs=(3e-3,), lm_transformer_2l=True,
+            lm_val_windows=2,
             lm_test_windows=2, lm_downstream_items=4, lm_batch_alt=4),
         "cpu": dict(
             check_lengths=(33, 100), traffic_lengths=(64, 256, 1024, 4096, 16384), latency_lengths=(256, 1024, 4096),
@@ -164,7 +170,8 @@ class RecurrentConfig(Preset):
             task_tuning=(), task_curve_points=10, task_curve_probe=256, task_seeds=(0,),
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
             lm_seq_len=64,
-            lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lr=3e-3, lm_seeds=(0, 1),
+            lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lrs=(1e-3, 3.16e-3, 1e-2),
+            lm_warmup=0.4, lm_seeds=(0, 1),
             ablation_lrs=(), lm_transformer_2l=False, lm_val_windows=32, lm_test_windows=64,
             lm_downstream_items=200),
         "gpu": dict(
@@ -176,21 +183,23 @@ class RecurrentConfig(Preset):
             task_loss="scored", loss_ablation_tasks=("in_context_recall",), task_alibi_max_bias=8.0,
             task_tuning=(), task_curve_points=20, task_curve_probe=512, task_seeds=(0, 1, 2), tokenizer="smollm2-135m",
             corpus="gutenberg-poetry", vocab_size=0,
-            lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000, lm_lr=3e-3,
-            lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2), lm_transformer_2l=True, lm_val_windows=128,
+            lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000,
+            lm_lrs=(1e-3, 3.16e-3, 1e-2), lm_warmup=0.4, lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2),
+            lm_transformer_2l=True, lm_val_windows=128,
             lm_test_windows=512, lm_downstream_items=200),
     }
     # cpu-long: the cpu grids (read back from cpu's run folders) plus recall with MAD's loss, the pre-KV-norm
-    # ablation over three learning rates, the 2L Transformer, copy tuned over two learning rates at 3x the epochs
-    # (the cpu budget ends on the plateau RT leaves near step 1,200; the Transformer needs the higher rate) and the LM
-    # grid again at twice the batch and half the steps (Figs. 8-9): 21 runs
+    # ablation over the tuning grid's three learning rates (its normed runs are the tuning runs), the 2L Transformer
+    # (tuned too), copy tuned over two learning rates at 3x the epochs (the cpu budget ends on the plateau RT leaves
+    # near step 1,200; the Transformer needs the higher rate) and the LM grid again at twice the batch and half the
+    # steps (Figs. 8-9): 6 task runs and 15 LM runs
     PRESETS["cpu-long"] = {**PRESETS["cpu"], "loss_ablation_tasks": ("in_context_recall",),
-                           "ablation_lrs": (1e-3, 3e-3, 1e-2), "lm_transformer_2l": True,
+                           "ablation_lrs": (1e-3, 3.16e-3, 1e-2), "lm_transformer_2l": True,
                            "task_tuning": (("copy", 15, 3e-3), ("copy", 15, 1e-2)), "lm_batch_alt": 32}
 
     def __post_init__(self) -> None:
         for field in ("check_lengths", "traffic_lengths", "latency_lengths", "task_seeds", "lm_seeds", "ablation_lrs",
-                      "loss_ablation_tasks"):
+                      "loss_ablation_tasks", "lm_lrs"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         object.__setattr__(self, "tasks", tuple(tuple(t) for t in self.tasks))
         object.__setattr__(self, "task_tuning", tuple((str(t), int(e), float(lr)) for t, e, lr in self.task_tuning))
@@ -221,6 +230,12 @@ class RecurrentConfig(Preset):
         if bad:
             raise ConfigError(f"task_tuning {bad}: each recipe names a task of `tasks` "
                               f"({[name for name, _ in self.tasks]}), epochs >= 1 and a learning rate > 0")
+        rates = self.lm_lrs + self.ablation_lrs
+        if not self.lm_lrs or not all(lr > 0 for lr in rates) or len(set(self.lm_lrs)) < len(self.lm_lrs):
+            raise ConfigError(f"lm_lrs={self.lm_lrs}, ablation_lrs={self.ablation_lrs}: name at least one learning "
+                              "rate in lm_lrs, each > 0 and none twice (e.g. lm_lrs=(1e-3, 3.16e-3, 1e-2))")
+        if not 0.0 <= self.lm_warmup < 1.0:
+            raise ConfigError(f"lm_warmup={self.lm_warmup}: the warm-up is a fraction of the steps in [0, 1), e.g. 0.4")
         if self.lm_batch_alt < 0 or self.lm_batch_alt == self.lm_batch:
             raise ConfigError(f"lm_batch_alt={self.lm_batch_alt}: 0 (none) or a batch other than lm_batch="
                               f"{self.lm_batch}")
@@ -297,35 +312,54 @@ class LMRun:
     block: str  # "recurrent" | "transformer"
     depth: str  # "deep" (L layers, width D) | "shallow" (L / 2, width ~sqrt(2) D) | "double" (2L, width ~D / sqrt(2))
     seed: int
-    lr: float = 0.0  # 0 = the config's lm_lr
+    lr: float = 0.0  # the peak learning rate (0 only for a run that names a shape, not one to train)
     kv_norm: bool = True
     batch: int = 0  # 0 = the config's lm_batch; else Figs. 8-9's second batch size, at equal tokens
 
     @property
     def name(self) -> str:
         tag = "" if self.kv_norm else "-nonorm"
-        lr = f"-lr{self.lr:g}" if self.lr else ""
         batch = f"-batch{self.batch}" if self.batch else ""
-        return f"lm-{self.block}-{self.depth}{tag}{lr}{batch}-s{self.seed}"
+        return f"lm-{self.block}-{self.depth}{tag}-lr{self.lr:g}{batch}-s{self.seed}"
 
     @property
-    def main(self) -> bool:
-        """A run of Table 1's grid (the config's lr and batch, with the norm), not of an ablation."""
-        return self.kv_norm and not self.lr and not self.batch
+    def shape(self) -> tuple[str, str]:
+        return self.block, self.depth
+
+    @property
+    def table1(self) -> bool:
+        """A run of Table 1's recipe (with the norm, at the config's batch), at any rate of the tuning grid."""
+        return self.kv_norm and not self.batch
 
 
-def lm_runs(cfg: RecurrentConfig) -> list[LMRun]:
-    runs = [LMRun(block, depth, seed) for seed in cfg.lm_seeds for block in ("transformer", "recurrent")
-            for depth in ("deep", "shallow")]
-    if cfg.lm_transformer_2l:
-        runs += [LMRun("transformer", "double", seed) for seed in cfg.lm_seeds]
-    if cfg.lm_batch_alt:
-        runs += [LMRun(block, depth, seed, batch=cfg.lm_batch_alt) for seed in cfg.lm_seeds
-                 for block in ("transformer", "recurrent") for depth in ("deep", "shallow")]
+def table1_shapes(cfg: RecurrentConfig) -> list[tuple[str, str]]:
+    """Table 1's (block, depth) rows: both blocks at L and L/2 layers, and the 2L Transformer where the preset has
+    it."""
+    shapes = [(block, depth) for block in ("transformer", "recurrent") for depth in ("deep", "shallow")]
+    return shapes + [("transformer", "double")] * cfg.lm_transformer_2l
+
+
+def lm_tuning_runs(cfg: RecurrentConfig) -> list[LMRun]:
+    """App. D.1's tuning: every Table 1 shape at every rate of `lm_lrs`, on the first seed."""
     first = cfg.lm_seeds[0]
-    for lr in cfg.ablation_lrs:
-        for kv_norm in (True, False):
-            runs.append(LMRun("recurrent", "shallow", first, 0.0 if lr == cfg.lm_lr and kv_norm else lr, kv_norm))
+    return [LMRun(block, depth, first, lr) for block, depth in table1_shapes(cfg) for lr in cfg.lm_lrs]
+
+
+def lm_runs(cfg: RecurrentConfig, rates: dict[tuple[str, str], float]) -> list[LMRun]:
+    """Every LM run once each shape's rate is chosen (`rates`, from `rlib.recurrent.tuning.chosen_rates` over
+    `lm_tuning_runs`): the tuning runs, the other seeds at the chosen rate, Figs. 8-9's second batch size at it
+    (every seed), and the pre-KV-norm ablation of the shallow RT (first seed, with and without the norm)."""
+    missing = [shape for shape in table1_shapes(cfg) if shape not in rates]
+    if missing:
+        raise ValueError(f"no learning rate chosen for {missing}: pass the rates of every Table 1 shape")
+    first = cfg.lm_seeds[0]
+    runs = lm_tuning_runs(cfg)
+    runs += [LMRun(block, depth, seed, rates[block, depth]) for seed in cfg.lm_seeds[1:]
+             for block, depth in table1_shapes(cfg)]
+    if cfg.lm_batch_alt:
+        runs += [LMRun(block, depth, seed, rates[block, depth], batch=cfg.lm_batch_alt) for seed in cfg.lm_seeds
+                 for block in ("transformer", "recurrent") for depth in ("deep", "shallow")]
+    runs += [LMRun("recurrent", "shallow", first, lr, kv_norm) for lr in cfg.ablation_lrs for kv_norm in (True, False)]
     return list(dict.fromkeys(runs))
 
 

@@ -19,13 +19,23 @@ import pandas as pd
 import torch
 
 from rlib import eval as rl_eval
-from rlib.experiments import RunSlot, run_grid
-from rlib.recurrent.config import LMRun, RecurrentConfig, RTConfig, TaskRun, lm_config, lm_runs, task_runs
+from rlib.experiments import Grid, RunSlot, run_grid, run_grids
+from rlib.recurrent.config import (
+    LMRun,
+    RecurrentConfig,
+    RTConfig,
+    TaskRun,
+    lm_config,
+    lm_runs,
+    lm_tuning_runs,
+    task_runs,
+)
 from rlib.recurrent.model import RTModel
 from rlib.recurrent.naive import naive_layer
 from rlib.recurrent.synthetic import FitConfig, TaskModel, evaluate, fit
 from rlib.recurrent.tasks import make_task
 from rlib.recurrent.tiled import tiled_layer
+from rlib.recurrent.tuning import chosen_rates, mark_table1
 from rlib.train import TrainConfig, train
 
 __all__ = ["CHAPTER", "CODE_MODULES", "decode_cost", "decode_table", "exactness_table", "lm_grid_key", "run_lm_grid",
@@ -179,11 +189,14 @@ def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
 def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
     text = cfg.text()
     config = lm_config(run, cfg, text.size)
+    if not run.lr > 0:
+        raise ValueError(f"{run.name}: an LM run to train needs its learning rate (lr={run.lr}); see lm_runs")
     model = RTModel(config, seed=run.seed)
-    lr = run.lr or cfg.lm_lr
+    lr = run.lr
     batch = run.batch or cfg.lm_batch
     steps = max(1, cfg.lm_steps * cfg.lm_batch // batch)  # another batch size trains on the same tokens
-    tcfg = TrainConfig(lr=lr, schedule="cosine", warmup_steps=min(max(1, steps // 20), steps - 1), max_steps=steps,
+    warmup = min(max(1, round(cfg.lm_warmup * steps)), steps - 1)
+    tcfg = TrainConfig(lr=lr, schedule="cosine", warmup_steps=warmup, max_steps=steps,
                        batch_size=batch, micro_batch_size=batch, eval_every=max(1, steps // 6),
                        eval_batches=max(1, cfg.lm_val_windows // batch), checkpoint_final=False,
                        seed=run.seed, weight_decay=0.0)
@@ -192,12 +205,13 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
                    val_windows=text.heldout("validation", cfg.lm_val_windows, seed=1))
     test = rl_eval.perplexity(model, text.heldout("test", cfg.lm_test_windows, seed=0), batch_size=cfg.lm_batch,
                               progress=False)
-    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.main else {}
+    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.table1 else {}
     log = pd.read_csv(train_dir / "metrics.csv")
     curve = log.dropna(subset=["val_loss"])[["step", "val_loss"]]
     slot.drop_checkpoint()
     non_embedding = sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
-    return {"name": run.name, **dataclasses.asdict(run), "main": run.main, "lr": lr, "batch": batch, "steps": steps,
+    return {"name": run.name, **dataclasses.asdict(run), "table1": run.table1, "lr": lr, "batch": batch, "steps": steps,
+            "warmup": warmup,
             "d_model": config.d_model, "n_layers": config.n_layers, "n_heads": config.n_heads,
             "non_embedding_params": non_embedding,
             "kv_floats_per_token": config.kv_floats_per_token(), "test_nll": test["nll"], "test_nll_se": test["nll_se"],
@@ -218,10 +232,10 @@ def _downstream(model: RTModel, cfg: RecurrentConfig) -> dict[str, dict[str, Any
 
 
 def lm_grid_key(cfg: RecurrentConfig) -> dict[str, Any]:
-    """The settings every LM run trains under (the LM grid's cache key); seeds, the norm ablation's learning rates
-    and the 2L Transformer only add runs, each carrying its own, so cpu-long reads cpu's LM runs back."""
+    """The settings every LM run trains under (the LM grid's cache key); seeds, learning rates (each run carries its
+    own) and the 2L Transformer only add runs, so cpu-long reads cpu's LM runs back."""
     return {f: getattr(cfg, f) for f in ("tokenizer", "corpus", "vocab_size", "lm_seq_len", "lm_layers", "lm_width",
-                                         "lm_batch", "lm_steps", "lm_lr", "lm_val_windows", "lm_test_windows",
+                                         "lm_batch", "lm_steps", "lm_warmup", "lm_val_windows", "lm_test_windows",
                                          "lm_downstream_items")}
 
 
@@ -229,7 +243,20 @@ def _lm_in_slot(run: LMRun, slot: RunSlot, cfg: RecurrentConfig) -> dict[str, An
     return run_lm(run, cfg, slot)
 
 
+def _lm_cost(run: LMRun) -> float:
+    """A run's expected compute, relative: an RT step is dispatch-bound (one token at a time) at about 2.3x its
+    Transformer twin's time; the deep shape about 1.25x the shallow one (cpu runs of 2026-12-06)."""
+    return (2.3 if run.block == "recurrent" else 1.0) * (1.0 if run.depth == "shallow" else 1.25)
+
+
 def run_lm_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
-    """Every language-model run, the missing ones in one worker process per core (as `run_task_grid`)."""
-    return run_grid(lm_runs(cfg), work, functools.partial(_lm_in_slot, cfg=cfg), context=(lm_grid_key(cfg),),
-                    modules=CODE_MODULES, desc="LM runs", workers="auto")
+    """Every language-model run, the missing ones in one worker process per core (as `run_task_grid`), costliest
+    first, in two stages: App. D.1's tuning runs (every Table 1 shape on its first seed at every rate of `lm_lrs`),
+    then, at each shape's chosen rate (`rlib.recurrent.tuning`), the other seeds and the studies (the tuning runs are
+    read back). Each result's `main` says whether it is one of Table 1's runs."""
+    def grid(runs: list[LMRun], desc: str) -> list[dict[str, Any]]:
+        return run_grids([Grid(runs, work, functools.partial(_lm_in_slot, cfg=cfg), (lm_grid_key(cfg),),
+                               CODE_MODULES, desc, cost=_lm_cost)], workers="auto")[0]
+
+    rates = chosen_rates(grid(lm_tuning_runs(cfg), "LM tuning runs"), cfg.lm_seeds[0], cfg.lm_lrs)
+    return mark_table1(grid(lm_runs(cfg, rates), "LM runs"), rates)

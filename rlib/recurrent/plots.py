@@ -172,6 +172,21 @@ def plot_lm_curves(curves: pd.DataFrame, title: str) -> Figure:
     return _label(fig, "optimizer step", "validation NLL", title)
 
 
+def plot_lm_tuning(table: pd.DataFrame, title: str) -> Figure:
+    """`rlib.recurrent.tuning.tuning_table`: each Table 1 shape's final validation NLL over the tuning grid (first
+    seed), the chosen rate ringed."""
+    fig, ax = new_figure(5.8, 3.6)
+    shapes = list(dict.fromkeys(zip(table["block"], table["depth"])))
+    for colour, (block, depth) in zip(sns.color_palette(PALETTE, len(shapes)), shapes):
+        rows = table[(table["block"] == block) & (table["depth"] == depth)].sort_values("lr")
+        first = rows.iloc[0]
+        ax.semilogx(rows["lr"], rows["val_loss"], marker="o", color=colour,
+                    label=f"{block} {depth} (L={int(first['n_layers'])}, D={int(first['d_model'])})")
+        chosen = rows[rows["chosen"]]
+        ax.scatter(chosen["lr"], chosen["val_loss"], s=120, facecolors="none", edgecolors=colour, linewidths=1.5)
+    return _label(fig, "peak learning rate", "final validation NLL", title)
+
+
 def plot_ablation(table: pd.DataFrame, title: str) -> Figure:
     fig, ax = new_figure(5.6, 3.6)
     colours = sns.color_palette(PALETTE, 2)

@@ -115,8 +115,9 @@ def loss_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _main_lm(r: dict[str, Any]) -> bool:
-    """A run of Table 1's grid: the preset's lr and batch, with the pre-KV norm (not an ablation)."""
-    return bool(r.get("main", r["kv_norm"] and "-lr" not in r["name"]))
+    """A run of Table 1's grid: the shape's chosen rate and the preset's batch, with the pre-KV norm (`main`, set by
+    `rlib.recurrent.tuning.mark_table1`), not an ablation or another rate of the tuning grid."""
+    return bool(r["main"])
 
 
 def _alt_batch(r: dict[str, Any]) -> bool:
@@ -129,9 +130,10 @@ def _lm_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def lm_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """Table 1's layout: the main runs (default learning rate, with the pre-KV norm), mean and s.d. over seeds."""
+    """Table 1's layout: the main runs (each shape's chosen learning rate, with the pre-KV norm), mean and s.d. over
+    seeds."""
     main = _lm_frame([r for r in results if _main_lm(r)])
-    table = main.groupby(["block", "depth"], sort=False).agg(
+    table = main.groupby(["block", "depth"], sort=False).agg(lr=("lr", "first"),
         n_layers=("n_layers", "first"), d_model=("d_model", "first"), params_m=("non_embedding_params", "first"),
         kv_floats_per_token=("kv_floats_per_token", "first"), test_nll=("test_nll", "mean"),
         test_nll_sd=("test_nll", "std"), seeds=("seed", "count"), minutes=("seconds", "mean")).reset_index()
@@ -181,7 +183,7 @@ def task_seed_table(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def lm_validation_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """Validation NLL at every evaluated step of the main LM runs (default lr, with the pre-KV norm)."""
+    """Validation NLL at every evaluated step of the main LM runs (the chosen rate, with the pre-KV norm)."""
     main = [r for r in results if _main_lm(r)]
     frames = [pd.DataFrame({"block": r["block"], "depth": r["depth"], "n_layers": r["n_layers"],
                             "d_model": r["d_model"], "seed": r["seed"], "step": r["curve"]["step"],

@@ -1,0 +1,63 @@
+"""App. D.1's learning-rate tuning of Table 1's language models: "hyperparameter tuning given by: ..." (the grid is
+lost from the text; the released sweep is 1e-3 / 3.16e-3 / 1e-2). Each (block, depth) shape trains its first seed at
+every rate of `RecurrentConfig.lm_lrs`; the rate with the lowest final validation NLL is the shape's, its other seeds
+train at it, and Table 1 reports the test NLL of the runs at the chosen rates (validation chooses, test reports)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["chosen_rates", "mark_table1", "tuning_table"]
+
+
+def _tuning_rows(results: list[dict[str, Any]], first_seed: int, grid: tuple[float, ...]) -> list[dict[str, Any]]:
+    """The first seed's runs with the norm at the default batch and a rate of the grid (not an ablation's other
+    rate)."""
+    return [r for r in results if r["seed"] == first_seed and r["table1"] and any(math.isclose(r["lr"], lr)
+                                                                                 for lr in grid)]
+
+
+def _val(r: dict[str, Any]) -> float:
+    value = r["val_loss"]
+    return value if value is not None and math.isfinite(value) else math.inf
+
+
+def chosen_rates(results: list[dict[str, Any]], first_seed: int,
+                 grid: tuple[float, ...]) -> dict[tuple[str, str], float]:
+    """Each shape's rate: the lowest final validation NLL among its first-seed runs with the norm at the default batch
+    (a diverged run, NaN, never wins; ties go to the lower rate)."""
+    best: dict[tuple[str, str], tuple[float, float]] = {}
+    for r in _tuning_rows(results, first_seed, grid):
+        key, candidate = (r["block"], r["depth"]), (_val(r), r["lr"])
+        if key not in best or candidate < best[key]:
+            best[key] = candidate
+    return {shape: lr for shape, (_, lr) in best.items()}
+
+
+def mark_table1(results: list[dict[str, Any]], rates: dict[tuple[str, str], float]) -> list[dict[str, Any]]:
+    """The results with `main` set: True for Table 1's runs (with the norm, the default batch, the shape's chosen
+    rate), False for the other rates of the tuning grid and the ablations."""
+    return [{**r, "main": bool(r["table1"] and math.isclose(r["lr"], rates.get((r["block"], r["depth"]), math.nan)))}
+            for r in results]
+
+
+def tuning_table(results: list[dict[str, Any]], first_seed: int, grid: tuple[float, ...]) -> pd.DataFrame:
+    """One row per Table 1 shape and rate of the first seed: final validation and test NLL, whether the rate was
+    chosen, and whether the chosen rate sits at an edge of the grid (the optimum may lie beyond it)."""
+    columns = ["block", "depth", "n_layers", "d_model", "lr", "val_loss", "test_nll", "chosen", "at_edge"]
+    rows = _tuning_rows(results, first_seed, grid)
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    rates = chosen_rates(results, first_seed, grid)
+    table = pd.DataFrame([{"block": r["block"], "depth": r["depth"], "n_layers": r["n_layers"],
+                           "d_model": r["d_model"], "lr": r["lr"], "val_loss": r["val_loss"],
+                           "test_nll": r["test_nll"]} for r in rows])
+    grid = table.groupby(["block", "depth"])["lr"].agg(["min", "max", "count"])
+    table["chosen"] = [math.isclose(lr, rates[b, d]) for b, d, lr in zip(table["block"], table["depth"], table["lr"])]
+    table["at_edge"] = [bool(c and n > 1 and (math.isclose(lr, lo) or math.isclose(lr, hi)))
+                        for c, lr, (lo, hi, n) in zip(table["chosen"], table["lr"],
+                                                      grid.loc[list(zip(table["block"], table["depth"]))].values)]
+    return table[columns].sort_values(["block", "depth", "lr"]).reset_index(drop=True)
