@@ -180,7 +180,8 @@ run.table(experiments.decode_cost(cfg, repeats=15), "decode_cost");
 # %% [markdown]
 # The paper trains the suite "as in Poli et al. (2024)" (App. D.2), MAD's baseline recipe; this run's recipe beside it
 # (the generators follow MAD's `instances.py`, fuzzy recall's test sequences included, whose keys all have the full
-# motif length):
+# motif length; memorization trains on MAD's 256 sequences, at as many epochs as give it the other tasks' optimizer
+# steps, and like every task is scored on fresh test sequences, here of the same fixed map):
 
 # %%
 run.table(tables.task_setup_table(cfg), "task_setup")

@@ -659,3 +659,25 @@ def test_no_extra_parameters_needs_equal_counts_at_every_shape(committed):
     assert row["verdict"] == "not held" and row["diagnosis"] == "setup"
     only_rt = lm[lm["block"] == "recurrent"]
     assert _verdict({"language_models": only_rt}, "rt.s2_2.no_extra_kv_parameters") == "not measured"
+
+
+def _memorization_tables(n_train: int | None) -> dict[str, pd.DataFrame]:
+    """Both blocks solve memorization at sequence level, nothing else (RT 1.0 and T 0.98)."""
+    rows = [{"task": task, "block": block, "token_acc": acc, "seq_acc": seq, "token_acc_sd": float("nan"), "seeds": 1}
+            for task, rt, tf in (("memorization", 1.0, 0.98), ("in_context_recall", 0.3, 0.0))
+            for block, acc, seq in (("recurrent", rt, rt), ("transformer", max(tf, 0.2), tf))]
+    table = pd.DataFrame(rows)
+    return {"tasks": table if n_train is None else table.assign(n_train=n_train)}
+
+
+def test_a_transformer_that_memorizes_as_rt_does_reads_by_the_recipe_it_trained_under():
+    claim = "rt.fig5.transformer_no_meaningful_performance"
+    # trained on 12,800 sequences, 50x MAD's baseline (a table from before 2026-12-07 has no n_train: the same)
+    for n_train in (12_800, None):
+        judged = _judge(_memorization_tables(n_train)).loc[claim]
+        assert (judged["verdict"], judged["diagnosis"]) == ("not held", "setup")
+        assert "memorization trains on 12,800 sequences, MAD's baseline on 256" in judged["evidence"]
+    # on MAD's 256: the paper's statement fails under its own benchmark's recipe for the task
+    judged = _judge(_memorization_tables(256)).loc[claim]
+    assert (judged["verdict"], judged["diagnosis"]) == ("not held", "disagrees with the paper")
+    assert "memorization (T 0.980, RT 1.000)" in judged["evidence"]

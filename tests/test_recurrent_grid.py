@@ -136,7 +136,7 @@ def test_theorem_4_1_closed_form_matches_autograd():
 def test_task_tables_keep_the_loss_ablation_apart():
     def record(block, loss_on, ablation, acc):
         return {"task": "in_context_recall", "block": block, "seed": 0, "loss_on": loss_on, "ablation": ablation,
-                "test": {"token_acc": acc, "seq_acc": acc / 2}, "train": {"seconds": 60.0}}
+                "n_train": 12_800, "test": {"token_acc": acc, "seq_acc": acc / 2}, "train": {"seconds": 60.0}}
 
     results = [record("recurrent", "scored", False, 0.9), record("transformer", "scored", False, 0.5),
                record("recurrent", "all", True, 0.1), record("transformer", "all", True, 0.4)]
@@ -171,7 +171,8 @@ def test_tuning_recipes_are_validated_before_any_run():
 
 def _task_result(block: str, acc: float, epochs: int = 0, lr: float = 0.0) -> dict:
     return {"task": "copy", "block": block, "seed": 0, "loss_on": "scored", "ablation": False, "epochs": epochs,
-            "lr": lr, "seq_len": 64, "test": {"token_acc": acc, "seq_acc": 0.0}, "train": {"seconds": 60.0}}
+            "lr": lr, "seq_len": 64, "n_train": 12_800, "test": {"token_acc": acc, "seq_acc": 0.0},
+            "train": {"seconds": 60.0}}
 
 
 def test_tuning_table_puts_the_main_run_beside_each_recipe_and_marks_the_best():

@@ -99,6 +99,22 @@ def test_copy_tasks_ask_for_the_content_in_order():
     assert int(target[target != IGNORE][-1]) == copy.vocab_size - 1  # EOS
 
 
+def test_memorization_trains_on_mads_256_sequences_and_is_scored_on_fresh_ones_of_the_same_map():
+    from rlib.recurrent.config import RecurrentConfig, TaskRun
+    from rlib.recurrent.experiments import run_task
+
+    cfg = RecurrentConfig.preset("smoke").override(tasks=(("memorization", 16),), loss_ablation_tasks=(),
+                                                   task_tuning=(), task_train=64, task_test=8,
+                                                   task_train_sizes=(("memorization", 16),), task_epochs=2)
+    assert cfg.train_size("memorization") == 16 and cfg.task_epochs_for("memorization") == 8  # 2 x 64 / 16
+    result = run_task(TaskRun("memorization", 16, "transformer", 0, "scored"), cfg)
+    assert result["n_train"] == 16 and result["epochs_run"] == 8 and result["train"]["steps"] == 8 * 2
+    with pytest.raises(ConfigError, match=r"task_train_sizes \['memorization \(4\)'\]"):
+        cfg.override(task_train_sizes=(("memorization", 4),))  # fewer sequences than one batch
+    with pytest.raises(ConfigError, match=r"task_train_sizes \['copy \(64\)'\]"):
+        cfg.override(task_train_sizes=(("copy", 64),))  # not a task of the run
+
+
 def test_memorization_uses_one_map_for_every_sequence():
     data = make_task("memorization", 64, 32, seed=0)
     pairs = {}
@@ -213,7 +229,13 @@ def test_the_setup_table_sets_every_departure_from_mads_recipe_beside_it():
     from rlib.recurrent.tables import MAD_STEPS, task_setup_table
 
     table = task_setup_table(RecurrentConfig.preset("cpu")).set_index("setting")
-    assert MAD_STEPS == 20_000 and table.loc["batch x epochs = optimizer steps", "MAD baseline"] == "128 x 200 = 20,000"
-    assert table.loc["batch x epochs = optimizer steps", "this run"] == "64 x 5 = 1,000"
+    steps = table.loc["batch x epochs = optimizer steps"]
+    assert MAD_STEPS == 20_000 and steps["MAD baseline"] == "128 x 200 = 20,000 (every task at 200 epochs)"
+    # MAD's memorization trains on 256 sequences (configs/tasks/memorization.yml): so does the chapter, at the other
+    # tasks' 1,000 optimizer steps
+    assert steps["this run"] == "64 x 5 = 1,000; memorization 64 x 250 = 1,000"
+    examples = table.loc["train / test examples"]
+    assert examples.tolist() == [
+        "12,800 / 1,280 (memorization 256 train); test sequences drawn apart from training"] * 2
     assert table.loc["sequence length: selective_copying"].tolist() == ["256", "64"]
     assert table.loc["loss", "this run"] == "the scored targets only"

@@ -147,6 +147,10 @@ class RecurrentConfig(Preset):
     # a second batch size for the deep and shallow models of both blocks, every seed, at equal tokens (Figs. 8-9:
     # the paper trains its 150M models at two batch sizes); 0 = none
     lm_batch_alt: int = 0
+    # (task, training sequences) where MAD's baseline trains on another number than task_train: memorization on 256
+    # (mad-lab configs/tasks/memorization.yml), a map learned in the weights; such a task trains for as many epochs
+    # as give it the same optimizer steps as the others, and every task is scored on fresh test sequences (MAD's)
+    task_train_sizes: tuple[tuple[str, int], ...] = ()
 
     PRESETS = {
         "smoke": dict(
@@ -168,6 +172,7 @@ class RecurrentConfig(Preset):
             task_train=12_800, task_test=1280, task_width=(64, 4), task_epochs=5, task_batch=64, task_lr=3e-3,
             task_loss="scored", loss_ablation_tasks=(), task_alibi_max_bias=8.0,
             task_tuning=(), task_curve_points=10, task_curve_probe=256, task_seeds=(0,),
+            task_train_sizes=(("memorization", 256),),
             tokenizer="smollm2-135m", corpus="gutenberg-poetry", vocab_size=4096,
             lm_seq_len=64,
             lm_layers=4, lm_width=(128, 8), lm_batch=16, lm_steps=300, lm_lrs=(1e-3, 3.16e-3, 1e-2),
@@ -186,7 +191,7 @@ class RecurrentConfig(Preset):
             lm_seq_len=256, lm_layers=12, lm_width=(512, 8), lm_batch=64, lm_steps=3000,
             lm_lrs=(1e-3, 3.16e-3, 1e-2), lm_warmup=0.4, lm_seeds=(0, 1, 2), ablation_lrs=(1e-3, 3.16e-3, 1e-2),
             lm_transformer_2l=True, lm_val_windows=128,
-            lm_test_windows=512, lm_downstream_items=200),
+            lm_test_windows=512, lm_downstream_items=200, task_train_sizes=(("memorization", 256),)),
     }
     # cpu-long: the cpu grids (read back from cpu's run folders) plus recall with MAD's loss, the pre-KV-norm
     # ablation over the tuning grid's three learning rates (its normed runs are the tuning runs), the 2L Transformer
@@ -203,6 +208,7 @@ class RecurrentConfig(Preset):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         object.__setattr__(self, "tasks", tuple(tuple(t) for t in self.tasks))
         object.__setattr__(self, "task_tuning", tuple((str(t), int(e), float(lr)) for t, e, lr in self.task_tuning))
+        object.__setattr__(self, "task_train_sizes", tuple((str(t), int(n)) for t, n in self.task_train_sizes))
         unknown = [name for name, _ in self.tasks if name not in TASKS]
         if unknown:
             raise ConfigError(f"tasks {unknown} unknown; choose from {sorted(TASKS)}")
@@ -236,6 +242,10 @@ class RecurrentConfig(Preset):
                               "rate in lm_lrs, each > 0 and none twice (e.g. lm_lrs=(1e-3, 3.16e-3, 1e-2))")
         if not 0.0 <= self.lm_warmup < 1.0:
             raise ConfigError(f"lm_warmup={self.lm_warmup}: the warm-up is a fraction of the steps in [0, 1), e.g. 0.4")
+        bad = [f"{t} ({n})" for t, n in self.task_train_sizes if t not in dict(self.tasks) or n < self.task_batch]
+        if bad:
+            raise ConfigError(f"task_train_sizes {bad}: each names a task of `tasks` and at least task_batch="
+                              f"{self.task_batch} training sequences")
         if self.lm_batch_alt < 0 or self.lm_batch_alt == self.lm_batch:
             raise ConfigError(f"lm_batch_alt={self.lm_batch_alt}: 0 (none) or a batch other than lm_batch="
                               f"{self.lm_batch}")
@@ -244,6 +254,15 @@ class RecurrentConfig(Preset):
         if self.task_curve_points < 0 or self.task_curve_probe < 1:
             raise ConfigError(f"task_curve_points={self.task_curve_points} must be >= 0 and task_curve_probe="
                               f"{self.task_curve_probe} >= 1")
+
+    def train_size(self, task: str) -> int:
+        """Training sequences of `task`: task_train unless task_train_sizes names it (MAD's memorization: 256)."""
+        return dict(self.task_train_sizes).get(task, self.task_train)
+
+    def task_epochs_for(self, task: str) -> int:
+        """Epochs of `task`'s main runs: task_epochs, or as many as give a smaller training set the same optimizer
+        steps (memorization at 256 sequences: 5 x 12,800 / 256 = 250 epochs, 1,000 steps at batch 64)."""
+        return max(1, round(self.task_epochs * self.task_train / self.train_size(task)))
 
     def text(self) -> ScratchText:
         """The corpus, tokenizer, compact vocabulary and window length of the language models."""

@@ -148,28 +148,31 @@ def decode_cost(cfg: RecurrentConfig, repeats: int = 5) -> pd.DataFrame:
 
 
 def run_task(run: TaskRun, cfg: RecurrentConfig) -> dict[str, Any]:
-    train_data = make_task(run.task, cfg.task_train, run.seq_len, seed=1000 + run.seed)
+    """One task run: train on `cfg.train_size(task)` sequences, score on `task_test` fresh ones (MAD generates its
+    test set apart from the training set; memorization's share the fixed key -> value map)."""
+    n_train = cfg.train_size(run.task)
+    train_data = make_task(run.task, n_train, run.seq_len, seed=1000 + run.seed)
     test_data = make_task(run.task, cfg.task_test, run.seq_len, seed=2000 + run.seed, split="test")
-    if run.task == "memorization":  # a memorised map is scored on the pairs it was trained on (MAD does too)
-        test_data = train_data.subset(slice(0, cfg.task_test))
     d, heads = cfg.task_width
     config = RTConfig(vocab_size=train_data.vocab_size, d_model=d, n_layers=1, n_heads=heads, block=run.block,
                       alibi_max_bias=cfg.task_alibi_max_bias)
     torch.manual_seed(run.seed)
     model = TaskModel(config, train_data.head, run.seq_len, seed=run.seed)
-    epochs = run.epochs or cfg.task_epochs
-    points = cfg.task_curve_points * max(1, round(epochs / cfg.task_epochs))  # the main runs' spacing, longer runs
+    epochs = run.epochs or cfg.task_epochs_for(run.task)
+    # the main runs' curve spacing: a run with more optimizer steps (the tuning grid) gets more points
+    points = cfg.task_curve_points * max(1, round(epochs * n_train / (cfg.task_epochs * cfg.task_train)))
     fit_cfg = FitConfig(epochs, cfg.task_batch, run.lr or cfg.task_lr, seed=run.seed, loss_on=run.loss_on,
                         curve_points=points)
     trained = fit(model, train_data, fit_cfg, desc=run.name, probe=test_data.subset(slice(0, cfg.task_curve_probe)))
-    return {"name": run.name, **dataclasses.asdict(run), "train": trained, "test": evaluate(model, test_data)}
+    return {"name": run.name, **dataclasses.asdict(run), "n_train": n_train, "epochs_run": epochs, "train": trained,
+            "test": evaluate(model, test_data)}
 
 
 def task_grid_key(cfg: RecurrentConfig) -> tuple:
     """The settings every task run trains under (the task grid's cache key); the seeds, the loss ablation and the
     tuning grid only add runs, each carrying its own, so cpu-long reads cpu's task runs back."""
     return (cfg.tasks, cfg.task_train, cfg.task_test, cfg.task_width, cfg.task_epochs, cfg.task_batch,
-            cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe)
+            cfg.task_lr, cfg.task_alibi_max_bias, cfg.task_curve_points, cfg.task_curve_probe, cfg.task_train_sizes)
 
 
 def _task_in_slot(run: TaskRun, slot: RunSlot, cfg: RecurrentConfig) -> dict[str, Any]:

@@ -37,6 +37,7 @@ MAD_BASELINE = {
     "lengths": {"in_context_recall": 128, "noisy_recall": 128, "fuzzy_recall": 128, "selective_copying": 256,
                 "compression": 32, "memorization": 32, "copy": None},  # copy is Jelassi et al.'s, without settings
     "train examples": 12_800, "test examples": 1_280, "batch": 128, "epochs": 200,
+    "train examples per task": {"memorization": 256},  # configs/tasks/memorization.yml
     "learning rate": "best of {1e-4, 5e-4, 1e-3} x weight decay {0, 0.1}", "schedule": "cosine to 1e-6",
     "width / heads": "128 / 16", "loss": "every next token",
 }
@@ -49,11 +50,20 @@ def task_setup_table(cfg) -> pd.DataFrame:
     width, heads = cfg.task_width
     steps = cfg.task_train // cfg.task_batch * cfg.task_epochs
     loss = {"all": "every next token", "scored": "the scored targets only"}[cfg.task_loss]
-    rows = [("train / test examples", f"{MAD_BASELINE['train examples']:,} / {MAD_BASELINE['test examples']:,}",
-             f"{cfg.task_train:,} / {cfg.task_test:,}"),
+
+    def per_task(sizes: dict[str, int]) -> str:
+        named = [f"{task} {n:,}" for task, n in sizes.items() if task in dict(cfg.tasks)]
+        return f" ({', '.join(named)} train)" if named else ""
+
+    rows = [("train / test examples", f"{MAD_BASELINE['train examples']:,} / {MAD_BASELINE['test examples']:,}"
+             + per_task(MAD_BASELINE["train examples per task"]) + "; test sequences drawn apart from training",
+             f"{cfg.task_train:,} / {cfg.task_test:,}" + per_task(dict(cfg.task_train_sizes))
+             + "; test sequences drawn apart from training"),
             ("batch x epochs = optimizer steps",
-             f"{MAD_BASELINE['batch']} x {MAD_BASELINE['epochs']} = {MAD_STEPS:,}",
-             f"{cfg.task_batch} x {cfg.task_epochs} = {steps:,}"),
+             f"{MAD_BASELINE['batch']} x {MAD_BASELINE['epochs']} = {MAD_STEPS:,} (every task at 200 epochs)",
+             f"{cfg.task_batch} x {cfg.task_epochs} = {steps:,}" + "".join(
+                 f"; {task} {cfg.task_batch} x {cfg.task_epochs_for(task)} = "
+                 f"{n // cfg.task_batch * cfg.task_epochs_for(task):,}" for task, n in cfg.task_train_sizes)),
             ("learning rate", MAD_BASELINE["learning rate"],
              f"{cfg.task_lr:g}" + (" (+ the tuning grid: task_tuning)" if cfg.task_tuning else "")),
             ("schedule", MAD_BASELINE["schedule"],
@@ -74,10 +84,11 @@ def _task_rows(results: list[dict[str, Any]], tuned: bool = False) -> pd.DataFra
     """One row per task run: the main comparison and the loss ablation, or (tuned=True) the tuning grid's runs."""
     return pd.DataFrame([{"task": r["task"], "block": r["block"], "seed": r["seed"], "loss_on": r["loss_on"],
                           "ablation": r["ablation"], "epochs": r.get("epochs", 0), "lr": r.get("lr", 0.0),
-                          "token_acc": r["test"]["token_acc"], "seq_acc": r["test"]["seq_acc"],
-                          "minutes": r["train"]["seconds"] / 60} for r in results if _tuned(r) == tuned],
-                        columns=["task", "block", "seed", "loss_on", "ablation", "epochs", "lr", "token_acc",
-                                 "seq_acc", "minutes"])
+                          "n_train": r["n_train"], "token_acc": r["test"]["token_acc"],
+                          "seq_acc": r["test"]["seq_acc"], "minutes": r["train"]["seconds"] / 60}
+                         for r in results if _tuned(r) == tuned],
+                        columns=["task", "block", "seed", "loss_on", "ablation", "epochs", "lr", "n_train",
+                                 "token_acc", "seq_acc", "minutes"])
 
 
 def task_table(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -86,7 +97,7 @@ def task_table(results: list[dict[str, Any]]) -> pd.DataFrame:
     df = df[~df["ablation"]]
     return df.groupby(["task", "block"], sort=False).agg(
         token_acc=("token_acc", "mean"), seq_acc=("seq_acc", "mean"), token_acc_sd=("token_acc", "std"),
-        seeds=("seed", "count"), minutes=("minutes", "mean")).reset_index()
+        seeds=("seed", "count"), minutes=("minutes", "mean"), n_train=("n_train", "first")).reset_index()
 
 
 def tuning_table(results: list[dict[str, Any]], epochs: int, lr: float) -> pd.DataFrame:
