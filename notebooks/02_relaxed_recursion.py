@@ -93,10 +93,13 @@ run.figure(plots.plot_step0(step0, f"Step 0: relaxed B={cfg.n_loops} models vs L
            "step0");
 
 # %% [markdown]
-# Sec. 3.5's own sentence is about capacity: "at full rank, relaxed models *can* perfectly match full-size
-# pretrained models". With the norms tied, a full-rank LoRA can: a pre-norm's gain only scales the input of the
-# maps it feeds, so taking the SVD against W_l diag(s_l / s') for Q, K, V, gate and up
-# (`norm_folding.fold_tied_norms`) gives the source's function in the paper's own set-up, no norm delta needed.
+# The paper says that with Eq. 4's init "at full rank, relaxed models can perfectly match full-size pretrained
+# models" (Sec. 3.5; Sec. 2.3: the relaxed model "approximates the full-size vanilla model"). As posed, with the
+# norms tied, the table above says otherwise: the sentence holds for the linear maps, not for the model, and the
+# ledger reads it as a disagreement. A full-rank LoRA *can* hold the source with the norms tied, though, with an
+# init of the book's: a pre-norm's gain only scales the input of the maps it feeds, so taking the SVD against
+# W_l diag(s_l / s') for Q, K, V, gate and up (`norm_folding.fold_tied_norms`) gives the source's function in the
+# paper's own set-up, no norm delta needed (the claim's `.ours` entry).
 
 # %%
 run.table(norm_folding.step0_folded_table(cfg, source), "step0_folded");

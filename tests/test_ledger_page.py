@@ -115,6 +115,12 @@ KNOWN_DRIFT: dict = {
     ("cpu-long", "03_mixture_of_recursions", "mor.fig1_tab14.depth_follows_semantics"): ("held", "not held"),
     ("cpu-long", "03_mixture_of_recursions", "mor.fig3.mor_behind_vanilla_smallest"): ("not held",
                                                                                       "not testable at this scale"),
+    # 2026-12-07: §2.3 / §3.5's full-rank sentence judged as the paper poses it (Eq. 4's init, tied norms); the book's
+    # norm-folded LoRA is the .ours entry (the rows go with the chapters' next runs)
+    ("cpu", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("held", "not held"),
+    ("cpu", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): ("not held", "held"),
+    ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("held", "not held"),
+    ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): ("not held", "held"),
 }
 
 
