@@ -22,7 +22,9 @@ CPU_VERDICTS = {
     "rrt.eq5.full_rank_equals_source.ours": "held",
     "rrt.appG.svd_error_falls_with_rank": "held",
     "rrt.ours.step0_ppl_monotone": "not held",
-    "rrt.fig6b.avg_lower_gain_from_relaxation": "held",
+    # the single-seed directional claims hold only beyond a measured seed s.d. (since 2026-12-07): the cpu profile
+    # measures none (cpu-long's module_ranks and post_seeds do), so "needs: seeds"
+    "rrt.fig6b.avg_lower_gain_from_relaxation": "not held",
     "rrt.s3_5.stepwise_may_degrade": "held",
     "rrt.fig6c.svd_beats_zero_avg_lower": "not measured",  # cpu-long's since 2026-12-02 (issue 23's hour)
     "rrt.s3_5.svd_converges_faster": "not measured",  # cpu-long's init_curves (new 2026-12-06)
@@ -42,7 +44,7 @@ CPU_VERDICTS = {
     "rrt.tab3.agg_keeps_final_loop": "not held",  # +0.082 / +0.126 vs before (Table 3's Delta) at tolerance 0.023
     "rrt.tab3.agg_keeps_final_loop.ours": "not held",
     "rrt.tab3.loop1_lifted_small_gap": "held",
-    "rrt.tabJ1.weighted_overemphasizes_loop1": "held",
+    "rrt.tabJ1.weighted_overemphasizes_loop1": "not held",  # +0.026 / -0.051, one seed, no seed s.d. (2026-12-07)
     "rrt.tabJ1.self_kd_lifts_loop1": "held",  # loop 1 -0.012 (paper -0.031); +0.013 on 2026-12-05, one seed
     "rrt.tabJ1.self_kd_lifts_loop1.ours": "not held",  # final +0.029 against the book's 0.023 bound
     "rrt.appJ.overlapped_matches_new": "not measured",  # cpu-long's post_seeds study, since 2026-12-05
@@ -89,6 +91,11 @@ def test_committed_cpu_tables_give_the_catalogued_verdicts():
     # App. K's oracle read on the corpus's own paragraphs (1.139 on the evening of 2026-12-06; 1.185 before)
     assert "recursive 1.139" in by_id.loc["rrt.ours.oracle_exit_distribution", "measured"]
     assert by_id.loc["rrt.eq5.full_rank_equals_source", "diagnosis"] == "disagrees with the paper"
+    # one seed and no seed s.d. in this profile: the directional single-seed claims say where the noise is measured
+    for claim in ("rrt.fig6b.avg_lower_gain_from_relaxation", "rrt.tabJ1.weighted_overemphasizes_loop1"):
+        assert by_id.loc[claim, "diagnosis"] == "budget", claim
+        assert "not measured in this profile (cpu-long's" in by_id.loc[claim, "evidence"], claim
+        assert by_id.loc[claim, "evidence"].endswith("needs: seeds"), claim
 
 
 def test_specs_are_unique_and_placed_and_nothing_is_judged_without_tables():
@@ -126,6 +133,14 @@ def runs_table(**changes: float) -> pd.DataFrame:
                          for (i, r, li, p, kd, sf), v in nll.items()])
 
 
+def module_ranks_table(sd: float) -> pd.DataFrame:
+    """Table G.1's seed study: the relaxed Average r=16 at three seeds, 5.6 -/+ sd (seed s.d. `sd`), and one halved
+    group at one seed (no spread)."""
+    return pd.DataFrame([{"halved": "", "seed": s, "after nll[c]": 5.6 + sd * d, "delta": 0.0}
+                         for s, d in enumerate((-1, 0, 1))] + [{"halved": "ffn", "seed": 0, "after nll[c]": 5.7,
+                                                                "delta": 0.1}])
+
+
 def verdict(tables, claim: str) -> str:
     return judge(tables, CFG, "cpu").finish().set_index("id").loc[claim, "verdict"]
 
@@ -135,7 +150,6 @@ def verdict(tables, claim: str) -> str:
     ("rrt.s3_5.stepwise_may_degrade", "held", {"stepwise_r8": 4.9, "stepwise_r16": 4.8}, "not held"),
     ("rrt.fig6c.svd_beats_zero_avg_lower", "held", {"average_zero": 5.5}, "not held"),
     ("rrt.fig7a.avg_lower_improve_with_rank", "held", {"average_r8": 6.1}, "not held"),
-    ("rrt.figG3.stepwise_u_shape", "not held", {"stepwise_r16": 5.1}, "held"),
     ("rrt.s3_5.relaxed_avg_beats_recursive_step", "not held", {"average_r16": 4.9}, "held"),
     ("rrt.fig6.average_best_with_lora", "not held", {"average_r16": 4.9}, "held"),
     ("rrt.tabH1.prefix_relaxation_weak", "held", {"prefix": 6.05}, "not held"),
@@ -144,9 +158,112 @@ def verdict(tables, claim: str) -> str:
     ("rrt.fig6.relaxation_improves_with_rank.ours", "not held", {"stepwise_r8": 4.9, "stepwise_r16": 4.8}, "held"),
 ])
 def test_one_relaxation_number_flips_the_verdict(claim, before, change, after):
-    tables = {"step0": step0_table()}
+    tables = {"step0": step0_table(), "module_ranks": module_ranks_table(0.01)}  # seed noise below every gap
     assert verdict({**tables, "runs": runs_table()}, claim) == before
     assert verdict({**tables, "runs": runs_table(**change)}, claim) == after
+
+
+def _row(tables, claim: str) -> pd.Series:
+    ledger = judge(tables, CFG, "cpu").finish()
+    assert check_ledger(ledger) == []
+    return ledger.set_index("id").loc[claim]
+
+
+@pytest.mark.parametrize("claim, runs, noisy", [
+    # RUNS' single-seed gaps: Average / Lower gain 0.4 / 0.1, SVD leads 0.3 / 0.05, prefix 0.22 above LoRA r8, KD 0.1
+    ("rrt.fig6b.avg_lower_gain_from_relaxation", {}, 0.2),
+    ("rrt.fig6c.svd_beats_zero_avg_lower", {}, 0.1),
+    ("rrt.tabH1.prefix_relaxation_weak", {}, 0.3),
+    ("rrt.tabI1.kd_helps_relaxed", {}, 0.2),
+])
+def test_single_seed_uptraining_claims_hold_only_beyond_the_measured_seed_sd(claim, runs, noisy):
+    """A directional claim read from one seed per run holds only where each gap exceeds the uptraining seed s.d. that
+    Table G.1's seeded runs measure (module_ranks); inside it, or with no seed study (the cpu profile), not held."""
+    tables = {"step0": step0_table(), "runs": runs_table(**runs)}
+    quiet = _row({**tables, "module_ranks": module_ranks_table(0.01)}, claim)
+    assert quiet["verdict"] == "held" and "the uptraining seed s.d. 0.010 nats" in quiet["measured"]
+    loud = _row({**tables, "module_ranks": module_ranks_table(noisy)}, claim)
+    assert (loud["verdict"], loud["diagnosis"]) == ("not held", "budget")
+    assert f"inside the uptraining seed s.d. {noisy:.3f} nats" in loud["evidence"]
+    assert loud["evidence"].endswith("needs: more seeds")
+    alone = _row(tables, claim)
+    assert (alone["verdict"], alone["diagnosis"]) == ("not held", "budget")
+    assert "uptraining's seed noise is not measured in this profile" in alone["evidence"]
+    assert alone["evidence"].endswith("needs: seeds")
+
+
+def test_the_seed_sd_is_pooled_over_table_g1s_seeded_set_ups():
+    from rlib.relaxed.claims import _uptrain_noise
+
+    table = pd.concat([module_ranks_table(0.1), module_ranks_table(0.3).query("halved == ''").assign(halved="kv")],
+                      ignore_index=True)  # ffn's one seed has no spread and adds nothing
+    noise = _uptrain_noise({"module_ranks": table}, CFG)
+    assert noise.sd == pytest.approx(math.sqrt((0.1**2 + 0.3**2) / 2))  # two set-ups, 2 degrees of freedom each
+    assert "2 set-ups" in noise.phrase and "3 seeds" in noise.phrase
+    assert _uptrain_noise({"module_ranks": module_ranks_table(0.1).head(1)}, CFG).sd is None
+    assert _uptrain_noise({}, CFG).sd is None
+
+
+def _u_runs(**stepwise: float) -> dict[str, pd.DataFrame]:
+    """runs_table with Stepwise at r0 5.0 and LoRA ranks r4 / r8 / r16 (`stepwise` sets them by 'r4', 'r8', 'r16')."""
+    runs = runs_table(stepwise_r8=stepwise.get("r8", 5.2), stepwise_r16=stepwise.get("r16", 5.1))
+    extra = runs.query("init == 'stepwise' and rank == 8").assign(rank=4, **{"after nll[c]": stepwise.get("r4", 5.3)})
+    return {"step0": step0_table(), "runs": pd.concat([runs, extra], ignore_index=True)}
+
+
+def test_the_u_shape_needs_a_middle_lora_rank_worse_than_both_ends():
+    """§3.5 / App. G: 'a middle-range rank resulted in poor approximation, whereas very low ranks ... yielded better
+    performance'. The U is among the LoRA ranks: a curve that falls from its lowest LoRA rank on is no U, even though
+    rank 0 lies below it (which the rule read as the U's low end until 2026-12-07)."""
+    claim = "rrt.figG3.stepwise_u_shape"
+    falling = _u_runs(r4=5.3, r8=5.2, r16=5.1)  # r0 5.0 best, then falling with rank: the old rule's "U"
+    row = _row(falling, claim)
+    assert row["verdict"] == "not held" and "LoRA ranks r4 5.300, r8 5.200, r16 5.100" in row["measured"]
+    assert row["diagnosis"] == "budget" and row["evidence"].endswith("needs: seeds and more steps")
+    inside = _row({**falling, "module_ranks": module_ranks_table(0.5)}, claim)
+    assert inside["diagnosis"] == "budget" and "span 0.200 nats, inside the uptraining seed s.d. 0.500" in \
+        inside["evidence"]
+    beyond = _row({**falling, "module_ranks": module_ranks_table(0.01)}, claim)
+    assert beyond["diagnosis"] == "disagrees with the paper" and "the lowest one" in beyond["evidence"]
+    assert verdict(_u_runs(r4=5.1, r8=5.3, r16=5.2), claim) == "held"  # r8 above both r4 and r16
+    assert verdict(_u_runs(r4=5.1, r8=5.3, r16=5.3), claim) == "not held"  # the highest rank does not recover
+    # two LoRA ranks have no middle one
+    assert verdict({"step0": step0_table(), "runs": runs_table(stepwise_r16=5.1)}, claim) == "not measured"
+
+
+def _longer_runs(stepwise_2x: float) -> pd.DataFrame:
+    """runs_table (average r16 5.6 vs stepwise r0 5.0; average r16 at 2x 5.2) with stepwise r0 at 2x the steps."""
+    runs = runs_table()
+    return pd.concat([runs, runs.query("init == 'stepwise' and rank == 0").assign(
+        steps_factor=2, **{"after nll[c]": stepwise_2x})], ignore_index=True)
+
+
+def _loss_curves(average_peak: float) -> pd.DataFrame:
+    """Training curves of the relaxed Average r16 (at `average_peak` at step 3, a climb where above its first 9.0) and
+    of Stepwise r0 (falling)."""
+    average = [9.0, 8.5, average_peak, 7.0, 6.0]
+    return pd.DataFrame([{"init": i, "rank": r, "step": k + 1, "loss": v}
+                         for i, r, losses in (("average", 16, average), ("stepwise", 0, [8.0, 7.0, 6.5, 6.0, 5.5]))
+                         for k, v in enumerate(losses)])
+
+
+def test_relaxed_average_behind_stepwise_is_budget_only_where_the_longer_runs_close_the_gap():
+    """The 2x runs of both models decide whether the deficit is budget: the gap must close fast enough that the
+    paper's own 4x budget step (Table I.1) would close it; a gap that barely closes is not budget."""
+    claim = "rrt.s3_5.relaxed_avg_beats_recursive_step"
+    closing = _row({"runs": _longer_runs(4.95)}, claim)  # gap 0.600 -> 0.250: closes 0.350 per doubling
+    assert (closing["verdict"], closing["diagnosis"]) == ("not held", "budget")
+    assert "closes 0.350 of the 0.600-nat gap (58%; +0.250 left)" in closing["evidence"]
+    stuck = _row({"runs": _longer_runs(4.7), "loss_curves": _loss_curves(15.0)}, claim)  # 0.600 -> 0.500
+    assert (stuck["verdict"], stuck["diagnosis"]) == ("not held", "setup")
+    assert "closes 0.100 of the 0.600-nat gap (17%; +0.500 left)" in stuck["evidence"]
+    assert "would leave +0.400: not budget" in stuck["evidence"]
+    assert "climbs from 9.0 to 15.0 nats at step 3" in stuck["evidence"] and "stepwise r=0's never climbs" in \
+        stuck["evidence"]
+    calm = _row({"runs": _longer_runs(4.7), "loss_curves": _loss_curves(8.0)}, claim)
+    assert calm["diagnosis"] == "disagrees with the paper" and "never climbs" in calm["evidence"]
+    # without the recursive model's longer run the longer study is missing: budget, as before
+    assert _row({"runs": runs_table()}, claim)["diagnosis"] == "budget"
 
 
 # (model, phase, exit) -> (NLL loop 1, NLL loop 2)
@@ -183,7 +300,6 @@ def exits_table(**changes: tuple[float, float]) -> pd.DataFrame:
     ("rrt.tab3.agg_keeps_final_loop", {"recursive_post_aggressive": (6.2, 6.1)}),
     ("rrt.tab3.agg_keeps_final_loop.ours", {"relaxed_post_aggressive": (7.2, 6.4)}),
     ("rrt.tab3.loop1_lifted_small_gap", {"recursive_post_aggressive_kd": (6.2, 6.015)}),
-    ("rrt.tabJ1.weighted_overemphasizes_loop1", {"recursive_post_weighted": (6.3, 6.05)}),
     ("rrt.tabJ1.self_kd_lifts_loop1", {"recursive_post_aggressive_kd": (6.25, 6.015)}),
     ("rrt.tabJ1.post_beats_co_training", {"recursive_co_aggressive_kd": (6.3, 5.9)}),
     ("rrt.tabJ2.relaxed_loop1_worse", {"relaxed_post_aggressive_kd": (6.05, 6.0)}),
@@ -230,6 +346,32 @@ def test_app_j_seed_claims_follow_the_paired_intervals(claim, table, expected):
     ledger = judge({"early_exit": exits_table(), "post_seeds": table}, CFG, "cpu").finish()
     assert ledger.set_index("id").loc[claim, "verdict"] == expected
     assert check_ledger(ledger) == []
+
+
+def quiet_post_seeds() -> pd.DataFrame:
+    """post_seeds_table without its per-seed shift: Agg(c) on new tokens varies by 0.005 x its offsets (s.d. 0.004)."""
+    table = post_seeds_table()
+    return table.assign(**{col: table[col] - 0.1 * table["seed"] for col in ("nll loop 1", "nll loop 2")})
+
+
+def test_the_weighted_claim_holds_only_beyond_post_trainings_measured_seed_sd():
+    """Table J.1's weighted CE against Agg(c), one seed each (EXITS: final +0.040, loop 1 -0.100): held only where each
+    gap exceeds post_seeds' seed s.d. of Agg(c) on new tokens at that loop; not held (budget) inside it or without
+    the study."""
+    claim = "rrt.tabJ1.weighted_overemphasizes_loop1"
+    quiet = _row({"early_exit": exits_table(), "post_seeds": quiet_post_seeds()}, claim)
+    assert quiet["verdict"] == "held" and "post_seeds' loop-1 seed s.d. 0.004 nats" in quiet["measured"]
+    flipped = _row({"early_exit": exits_table(recursive_post_weighted=(6.3, 6.05)),
+                    "post_seeds": quiet_post_seeds()}, claim)
+    assert flipped["verdict"] == "not held"  # loop 1 above aggressive's
+    loud = _row({"early_exit": exits_table(), "post_seeds": post_seeds_table()}, claim)  # s.d. 0.157 over seeds
+    assert (loud["verdict"], loud["diagnosis"]) == ("not held", "budget")
+    assert "the recursive final loop's rise 0.040 nats, inside post_seeds' final-loop seed s.d. 0.157" in \
+        loud["evidence"]
+    assert "its loop-1 drop 0.100 nats, inside post_seeds' loop-1 seed s.d. 0.157" in loud["evidence"]
+    alone = _row({"early_exit": exits_table()}, claim)
+    assert (alone["verdict"], alone["diagnosis"]) == ("not held", "budget")
+    assert alone["evidence"].endswith("(cpu-long's post_seeds study measures it); needs: seeds")
 
 
 def test_a_significant_overlapped_gap_is_diagnosed_with_how_well_the_parent_fits_the_seen_windows():
@@ -579,8 +721,20 @@ def test_table_j3_applies_the_table_3_and_j2_tests_to_the_second_architecture():
     assert judged["verdict"] == "held" and "final kept [held]" in judged["measured"]
     lost = judge({"early_exit_second": exits_table(recursive_post_aggressive=(6.2, 6.1))}, CFG,
                  "cpu").finish().set_index("id").loc[claim]
-    assert lost["verdict"] == "not held" and lost["evidence"].startswith("final kept: ")
+    assert lost["verdict"] == "not held" and lost["evidence"].startswith("final kept (setup): recursive final: ")
     assert verdict({"early_exit": exits_table()}, claim) == "not measured"
+
+
+def test_table_j3_names_every_failing_part_with_its_numbers():
+    """Two parts fail (the final loop moves +0.100 against the 0.023 tolerance; the relaxed loop 1 is not worse):
+    both are named with their numbers and diagnoses, the claim's category the one furthest from budget (setup)."""
+    table = exits_table(recursive_post_aggressive=(6.2, 6.1), relaxed_post_aggressive_kd=(6.05, 6.0))
+    row = _row({"early_exit_second": table}, "rrt.tabJ3.second_architecture")
+    assert (row["verdict"], row["diagnosis"]) == ("not held", "setup")
+    assert "final kept (setup): recursive final: before 6.000, post none 6.020; aggressive +0.100 vs before" in \
+        row["evidence"]
+    assert "relaxed loop 1 worse (budget): loop 1: relaxed r=16 6.050 vs recursive 6.100" in row["evidence"]
+    assert "loop 1 lifted" not in row["evidence"]  # the part that holds is not in the diagnosis
 
 
 # the verdicts cpu-long adds (figures/cpu-long/02_relaxed_recursion, promoted 2026-12-06 at efdc08d) for every claim the
@@ -588,13 +742,17 @@ def test_table_j3_applies_the_table_3_and_j2_tests_to_the_second_architecture():
 # (not held, budget; now judged on seed-paired intervals), Table I.1's KD on the relaxed model (not held, setup) and
 # Table K.1/K.2 (held) moved
 CPU_LONG_VERDICTS = {
-    "rrt.fig6c.svd_beats_zero_avg_lower": ("held", ""),  # the cpu profile's until 2026-12-02
-    "rrt.tabI1.kd_helps_relaxed": ("held", ""),  # the cpu profile's until 2026-12-02
+    # since 2026-12-07 a single-seed gap must exceed the uptraining seed s.d. (0.153, module_ranks): Lower's SVD lead
+    # of 0.025 does not (held before)
+    "rrt.fig6c.svd_beats_zero_avg_lower": ("not held", "budget"),  # the cpu profile's until 2026-12-02
+    "rrt.tabI1.kd_helps_relaxed": ("held", ""),  # the cpu profile's until 2026-12-02; -0.245, beyond the 0.153 s.d.
     "rrt.figG2.stepwise_zero_ge_svd": ("held", ""),
-    "rrt.figG3.stepwise_u_shape": ("held", ""),
+    # the LoRA ranks fall from r16 on (6.634, 6.551, 6.529): no middle rank worse than both ends (held until
+    # 2026-12-07, when rank 0 counted as the U's low end); their 0.106 span is inside the seed s.d.
+    "rrt.figG3.stepwise_u_shape": ("not held", "budget"),
     "rrt.figG1.training_loss_relaxed_vs_recursive": ("not held", "budget"),
     "rrt.tabG1.per_module_rank": ("not testable at this scale", ""),  # held by its means in the run's claims.csv
-    "rrt.tabH1.prefix_relaxation_weak": ("held", ""),
+    "rrt.tabH1.prefix_relaxation_weak": ("not held", "budget"),  # prefix 64 0.152 above LoRA r16: inside the 0.153
     "rrt.tabI1.longer_uptraining_helps": ("held", ""),
     "rrt.tabI1.longer_uptraining_helps.ours": ("held", ""),
     "rrt.fig7b.kd_and_longer_combined": ("held", ""),
@@ -620,6 +778,24 @@ def test_the_promoted_cpu_long_tables_give_the_cpu_long_verdicts():
     assert got == CPU_LONG_VERDICTS
     assert "recovers 76% of Agg's lift" in table.loc["rrt.tabJ1.freeze_head_lora", "measured"]
     assert "CE-only control already moves the final loop" in table.loc["rrt.tabJ3.second_architecture", "evidence"]
+    # both of Table J.3's failing parts named with their numbers (2026-12-07)
+    assert "relaxed loop 1 worse (budget): loop 1: relaxed r=64 6.856 vs recursive 6.464; gap to final: -0.040 vs " \
+        "0.015" in table.loc["rrt.tabJ3.second_architecture", "evidence"]
+    assert "aggressive_kd +0.052 vs before" in table.loc["rrt.tabJ3.second_architecture", "evidence"]
+    # the single-seed claims cpu also measures, judged here against the measured seed noise (2026-12-07)
+    assert "lower's gain 0.065 nats, inside the uptraining seed s.d. 0.153 nats" in table.loc[
+        "rrt.fig6b.avg_lower_gain_from_relaxation", "evidence"]
+    assert "its loop-1 drop 0.014 nats, inside post_seeds' loop-1 seed s.d. 0.040 nats" in table.loc[
+        "rrt.tabJ1.weighted_overemphasizes_loop1", "evidence"]
+    assert "prefix 64 above LoRA r16 0.152 nats, inside the uptraining seed s.d. 0.153" in table.loc[
+        "rrt.tabH1.prefix_relaxation_weak", "evidence"]
+    for claim in ("rrt.fig6b.avg_lower_gain_from_relaxation", "rrt.tabJ1.weighted_overemphasizes_loop1"):
+        assert (table.loc[claim, "verdict"], table.loc[claim, "diagnosis"]) == ("not held", "budget"), claim
+    # §3.5's relaxed Average behind Stepwise: 2x the steps for both closes 0.153 of the 0.921-nat gap, not budget
+    avg_step = table.loc["rrt.s3_5.relaxed_avg_beats_recursive_step"]
+    assert (avg_step["verdict"], avg_step["diagnosis"]) == ("not held", "setup")
+    assert "closes 0.153 of the 0.921-nat gap (17%; +0.768 left)" in avg_step["evidence"]
+    assert "climbs from 14.1 to 27.7 nats at step 5" in avg_step["evidence"]
     # cpu-long judges every claim: its promoted run (2026-12-06) writes Table I.1's recursive row, the norm-folded
     # full-rank models, the recursive static-batching row and App. J's seed study
     assert set(table.index[table["verdict"] == "not measured"]) == {"rrt.s3_5.svd_converges_faster"}
@@ -721,7 +897,8 @@ def test_early_exit_claims_judge_the_papers_own_comparisons():
     """Table J.1 runs weighted CE on the recursive Gemma only and has no CE-only post-training control; App. J's
     overlapped-vs-new pair is the self-KD one (its New row is the final configuration, with KD)."""
     relaxed_flat = exits_table(relaxed_post_weighted=(7.3, 6.2))  # the relaxed model's weighted row now reversed
-    assert verdict({"early_exit": relaxed_flat}, "rrt.tabJ1.weighted_overemphasizes_loop1") == "held"
+    assert verdict({"early_exit": relaxed_flat, "post_seeds": quiet_post_seeds()},
+                   "rrt.tabJ1.weighted_overemphasizes_loop1") == "held"
     control_better = exits_table(recursive_post_none=(6.0, 6.02))  # the book's CE-only control beats the lift
     assert verdict({"early_exit": control_better}, "rrt.tab3.loop1_lifted_small_gap") == "held"
     plain = post_seeds_table()
