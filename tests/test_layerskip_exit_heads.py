@@ -116,6 +116,11 @@ def test_the_claim_holds_only_when_the_median_ratios_interval_lies_above_one():
     assert "the median ratio's interval reaches 1" in slow_round["evidence"] and "at 93.8%" in slow_round["measured"]
     assert "1 early exit(s) get a loss per step" in slow_round["evidence"]
     assert "the all curriculum) the step takes 1.300x" in slow_round["evidence"]
+    # a step-time interval that reaches 1 is timing noise, under either curriculum: never read as a disagreement
+    faster_all = judged({"exit_head_cost": _cost_table([1.02, 0.99, 1.01, 1.03, 1.04], [1.2, 1.2, 1.3, 1.2, 1.2],
+                                                       all_step=0.975)}).loc[CLAIM]
+    assert faster_all["verdict"] == "not held" and faster_all["diagnosis"] == "scale"
+    assert "the all curriculum) the step takes 0.975x" in faster_all["evidence"]
     # 3 rounds' range holds the median with 75 % only: measured and reported, but they decide nothing
     three = judged({"exit_head_cost": _cost_table([1.02, 1.04, 1.01], [1.2, 1.2, 1.3])}).loc[CLAIM]
     assert three["verdict"] == "not testable at this scale"
