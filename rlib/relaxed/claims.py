@@ -1284,10 +1284,11 @@ def _post_loop_noise(tables: Mapping[str, pd.DataFrame], cfg: RelaxedConfig, loo
 @rules("rrt.tabJ1.self_kd_lifts_loop1", "early_exit")
 def _self_kd(tables, cfg: RelaxedConfig) -> Outcome:
     seeded = _seeded(tables)
-    if seeded is None:
+    if seeded is None:  # one seed: its lift decides only beyond a measured seed s.d. (none in this profile)
         d1, _, single = _self_kd_changes(tables, cfg)
-        return Outcome(d1 < 0, single, ("budget", f"{single}: single-seed runs; needs: more seeds (cpu-long's "
-                                                  "post_seeds study)"))
+        return _noise_judged(d1 < 0, single, {"the loop-1 lift": (-d1, _post_loop_noise(tables, cfg, 1))},
+                             ("budget", f"{single}: single-seed runs; needs: more seeds (cpu-long's post_seeds "
+                                        "study)"))
     try:
         grid_pair = f"the grid's one pair (new tokens, seed 0) {_self_kd_changes(tables, cfg)[0]:+.3f}"
     except Missing:
