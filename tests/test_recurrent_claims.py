@@ -152,6 +152,9 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     assert tuple(judged.loc["rt.ours.task_loss_ablation", ["verdict", "diagnosis"]]) == ("not held", "budget")
     for claim in ("rt.e2.norm_allows_higher_lr", "rt.e2.no_norm_significantly_worse"):
         assert tuple(judged.loc[claim, ["verdict", "diagnosis"]]) == ("not held", "scale")
+    # the norm-free layer ahead beyond the seed s.d. at two rates: named as the reverse of the paper's order
+    assert "better beyond 2 seed s.d. at lr 0.001, 0.003, the reverse of the paper's order" in judged.loc[
+        "rt.e2.no_norm_significantly_worse", "evidence"]
     # the 2L row parameter-matched (~D / sqrt(2), Table 1's 24 x 1024 shape; the 2026-12-05 cpu-long run): deeper is
     # worse at this size, by 5 s.e., where the Transformer gains from width (T(L/2) ahead of T(L))
     assert tuple(judged.loc["rt.table1.transformer_2L", ["verdict", "diagnosis"]]) == ("not held", "scale")
