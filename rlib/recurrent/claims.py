@@ -482,7 +482,8 @@ def _lr_text(tables: Mapping[str, pd.DataFrame], cfg: RecurrentConfig) -> tuple[
         edge = chosen[chosen["at_edge"].astype(str) == "True"]
         text = (f"each shape's learning rate is tuned as App. D.1 does, on seed {cfg.lm_seeds[0]}'s final validation "
                 f"NLL over {' / '.join(f'{lr:g}' for lr in cfg.lm_lrs)} (the released sweep) with {warmup} "
-                f"(the released config's 40 %): chosen {rates} (lm_tuning)")
+                f"({'as' if math.isclose(cfg.lm_warmup, 0.4) else 'the paper:'} the released config's 40 %): chosen "
+                f"{rates} (lm_tuning)")
         if len(edge):
             text += (f"; at the grid's edge for {len(edge)} of {len(chosen)} shapes, so their best rate may lie "
                      "beyond the paper's grid")
@@ -1140,8 +1141,9 @@ def _transformer_nothing(tables, cfg) -> Verdict:
         return False, measured, ("setup", f"the Transformer solves only tasks that RT solves equally: {names}; "
                                  f"{'; '.join(departs)}; needs: MAD's baseline for both blocks (task_train_sizes)")
     if len(alike) == len(solved):
-        return False, measured, ("disagrees with the paper", f"the Transformer solves {names} as RT does, under "
-                                 "MAD's baseline recipe for those tasks (task_setup): a task answered from the weights "
+        return False, measured, ("disagrees with the paper", f"the Transformer solves {names} as RT does, trained on "
+                                 "MAD's baseline number of sequences for those tasks (task_setup lists where the "
+                                 "recipe still departs: width, loss, rate, steps): a task answered from the weights "
                                  "(memorization's fixed map) needs no in-context depth, so one attention layer "
                                  "suffices for both blocks")
     return False, measured, ("disagrees with the paper", f"the one-layer Transformer reaches {names}")
@@ -1370,7 +1372,9 @@ def _depth_width_shift(tables, cfg) -> Verdict:
                                 f"Transformer too, by {t_gain:.4f} ({_in_se(t_gain, t_se)}): both optima sit at the "
                                 f"shallow end, so the two shapes cannot show the optimum moving (the paper's "
                                 f"Transformer prefers depth); RT's preference for the shallow shape is the larger by "
-                                f"{shift:+.4f} ({_in_se(shift, se)}), the paper's direction within the seed noise")
+                                f"{shift:+.4f} ({_in_se(shift, se)}), the paper's direction"
+                                + (" beyond 2 s.e." if np.isfinite(se) and shift > 2 * se else
+                                   " within the seed noise" if shift > 0 else ", reversed"))
     return held, measured, _lm_budget(tables, cfg, rows[("recurrent", "shallow")])
 
 
