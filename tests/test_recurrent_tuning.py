@@ -98,7 +98,7 @@ def test_table_1_evidence_names_the_tuned_rates_and_keeps_the_diagnosis_off_setu
     row = judged.set_index("id").loc[claim]
     assert (row["verdict"], row["diagnosis"]) == ("not held", "budget")
     assert ("tuned as App. D.1 does, on seed 0's final validation NLL over 0.001 / 0.00316 / 0.01 (the released "
-            "sweep) with a 40 % warm-up (as the released config's 40 %)") in row["evidence"]
+            "sweep) with a 40 % warm-up (as in the released config)") in row["evidence"]
     assert "chosen T L 4 D 128 0.00316; RT L 4 D 128 0.01;" in row["evidence"]
     assert "at the grid's edge for 1 of 4 shapes" in row["evidence"]
 

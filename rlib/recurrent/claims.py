@@ -482,8 +482,8 @@ def _lr_text(tables: Mapping[str, pd.DataFrame], cfg: RecurrentConfig) -> tuple[
         edge = chosen[chosen["at_edge"].astype(str) == "True"]
         text = (f"each shape's learning rate is tuned as App. D.1 does, on seed {cfg.lm_seeds[0]}'s final validation "
                 f"NLL over {' / '.join(f'{lr:g}' for lr in cfg.lm_lrs)} (the released sweep) with {warmup} "
-                f"({'as' if math.isclose(cfg.lm_warmup, 0.4) else 'the paper:'} the released config's 40 %): chosen "
-                f"{rates} (lm_tuning)")
+                f"({'as in' if math.isclose(cfg.lm_warmup, 0.4) else 'the paper: 40 % in'} the released config): "
+                f"chosen {rates} (lm_tuning)")
         if len(edge):
             text += (f"; at the grid's edge for {len(edge)} of {len(chosen)} shapes, so their best rate may lie "
                      "beyond the paper's grid")
