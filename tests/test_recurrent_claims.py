@@ -70,7 +70,8 @@ CPU_DIAGNOSES = {
     "rt.fig5.recall_sequence_accuracy": "setup",
     "rt.fig5.copying_sequence_accuracy": "budget",
     "rt.fig5.recall_copy_margin.ours": "setup",
-    "rt.fig5.transformer_no_meaningful_performance": "setup",
+    # memorization on MAD's 256 sequences since 2026-12-07: the Transformer reaches 0.722 (setup before)
+    "rt.fig5.transformer_no_meaningful_performance": "disagrees with the paper",
     "rt.fig6.compression_token_level": "budget",
     "rt.fig6.rt_ahead_token_level.ours": "setup",
     "rt.ours.task_setup_copying": "budget",
@@ -107,7 +108,7 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
     assert not_held["diagnosis"].to_dict() == CPU_DIAGNOSES
     assert all("needs:" in text for text in judged.loc[judged["verdict"] == "not measured", "measured"])
     # the evidence is formatted from this run's numbers, not written in advance
-    assert "2.00x at N = 4096" in judged.loc["rt.ours.cpu_speedup", "measured"]
+    assert "1.96x at N = 4096" in judged.loc["rt.ours.cpu_speedup", "measured"]  # 2.00x in the run before
     assert "in_context_recall curve is flat at token acc 0.29-0.32" in judged.loc["rt.fig5.recall_sequence_accuracy",
                                                                                   "evidence"]
     assert "RT copy +0.017" in judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]
@@ -147,7 +148,9 @@ def test_a_missing_column_is_not_measured_not_an_error(committed):
 def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     """cpu-long (figures/cpu-long) measured what cpu leaves out: MAD's loss, the norm ablation, the 2L row."""
     long = load_tables(FIGURES.parents[0] / "cpu-long" / FIGURES.name)
-    judged = _judge({**committed, **long}, RecurrentConfig.preset("cpu-long"))
+    # cpu-long's tables predate App. D.1's tuning (its language_models trained at one rate): cpu's lm_tuning stays out
+    judged = _judge({**{k: v for k, v in committed.items() if k != "lm_tuning"}, **long},
+                    RecurrentConfig.preset("cpu-long"))
     # MAD's value draws (2026-12-05): RT trained on the scored targets stays on its plateau (0.32 after 1,000 steps)
     assert tuple(judged.loc["rt.ours.task_loss_ablation", ["verdict", "diagnosis"]]) == ("not held", "budget")
     for claim in ("rt.e2.norm_allows_higher_lr", "rt.e2.no_norm_significantly_worse"):
