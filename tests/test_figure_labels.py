@@ -320,6 +320,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             _rt_tuning_curves(), 5, 3e-3, "Tuning grid: token accuracy on the probe sequences"),
         "rlib.recurrent.plots.plot_lm_curves": lambda: p04.plot_lm_curves(
             _rt_lm_curves(), "Validation NLL during training"),
+        "rlib.recurrent.plots.plot_lm_tuning": lambda: p04.plot_lm_tuning(
+            csv("04", "lm_tuning"), "Learning-rate tuning (seed 0, App. D.1)"),
         "rlib.recurrent.plots.plot_ablation": lambda: p04.plot_ablation(
             csv("04", "norm_ablation"), "Shallow RT: the norm before the persistent K/V"),
         "rlib.recurrent.plots.plot_gradient_paths": lambda: p04.plot_gradient_paths(

@@ -24,8 +24,9 @@ from matplotlib.patches import Rectangle
 from kernels.tiled_prefill import tiles
 from rlib.plotting import PALETTE, new_figure
 
-__all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_task_curves", "plot_tasks",
-           "plot_tile_schedule", "plot_token_recurrence", "plot_traffic", "plot_tuning_curves"]
+__all__ = ["plot_ablation", "plot_gradient_paths", "plot_latency", "plot_lm_curves", "plot_lm_tuning",
+           "plot_task_curves", "plot_tasks", "plot_tile_schedule", "plot_token_recurrence", "plot_traffic",
+           "plot_tuning_curves"]
 
 
 def _label(fig: Figure, xlabel: str, ylabel: str, title: str) -> Figure:
@@ -181,6 +182,7 @@ def plot_lm_tuning(table: pd.DataFrame, title: str) -> Figure:
         rows = table[(table["block"] == block) & (table["depth"] == depth)].sort_values("lr")
         first = rows.iloc[0]
         ax.semilogx(rows["lr"], rows["val_loss"], marker="o", color=colour,
+                    linestyle="-" if block == "recurrent" else "--",  # the block by line, the shape by colour too
                     label=f"{block} {depth} (L={int(first['n_layers'])}, D={int(first['d_model'])})")
         chosen = rows[rows["chosen"]]
         ax.scatter(chosen["lr"], chosen["val_loss"], s=120, facecolors="none", edgecolors=colour, linewidths=1.5)
