@@ -715,12 +715,26 @@ def vs_draft_and_verify(ctx: Context, study: DecodingStudy) -> Verdict:
     dv_speedup = plain_ms / float(dv_row["ms_per_token"])
     ratio = float(layerskip.max()) / dv_speedup
     loops = {r: gate_fails(table, r) for r in (PLAIN, LS)}
-    held = ratio >= DV_RATIOS["XSUM"] and all(v is None for v in loops.values())
+    held: bool | str = ratio >= DV_RATIOS["XSUM"] and all(v is None for v in loops.values())
     measured = (f"over the baseline's autoregressive {plain_ms:.1f} ms/token ({decoded(table)}): LayerSkip best "
                 f"{layerskip.max():.2f}x (E={int(top['exit_layer'])}, d={int(top['n_draft'])}, acceptance "
                 f"{top['acceptance']:.2f}), Draft & Verify {dv_speedup:.2f}x ({dv_row['label']}, acceptance "
                 f"{dv_row['acceptance']:.2f}, {dv_row['tokens_per_round']:.2f} tokens a round); LayerSkip / D&V "
                 f"{ratio:.2f} (Table 2: CNN/DM {DV_RATIOS['CNN/DM']:.2f}, XSUM {DV_RATIOS['XSUM']:.3f})")
+    paired = _dv_paired(ctx, study, str(top["label"]), str(dv_row["label"]))
+    if paired is not None and all(v is None for v in loops.values()):  # the rounds decide where the run logged them
+        median, lo, hi, rounds = paired
+        measured += (f"; paired per round (the same prompt, D&V's time over LayerSkip's): median {median:.2f} "
+                     f"[order-statistic interval, coverage {coverage(rounds):.0%} at {rounds} rounds: {lo:.2f}, "
+                     f"{hi:.2f}]")
+        if not decides(rounds):
+            return Verdict("not testable at this scale", _join(measured, too_few(rounds), _dv_search(ctx, study)))
+        if lo < DV_RATIOS["XSUM"] <= hi:
+            return Verdict("not testable at this scale", _join(
+                measured, f"the interval straddles Table 2's {DV_RATIOS['XSUM']:.3f}: timing noise on this machine, "
+                          "not a verdict; needs: more timing rounds (decode_prompts x decode_repeats)",
+                _dv_search(ctx, study)))
+        held = lo >= DV_RATIOS["XSUM"]
 
     def diagnosis():
         loop = [f"{r} distinct-2 {v:.2f}" for r, v in loops.items() if v is not None]
@@ -736,6 +750,24 @@ def vs_draft_and_verify(ctx: Context, study: DecodingStudy) -> Verdict:
             "(the gpu profile's 2000 steps or more)")
 
     return Verdict(bool(held), _join(measured, _dv_search(ctx, study)), diagnosis)
+
+
+def _dv_paired(ctx: Context, study: DecodingStudy, layerskip: str,
+               draft_verify: str) -> tuple[float, float, float, int] | None:
+    """(median, lo, hi, rounds) over the rounds table's paired rounds of D&V's time over LayerSkip's best setting's
+    (= LayerSkip's speedup over D&V's: both over the baseline's autoregressive time on the same prompt), with
+    `rlib.rounds`' interval; None for a run without a rounds table or without both cases in it."""
+    if not ctx.has(rounds_table(study)):
+        return None
+    rounds = ctx.table(rounds_table(study))
+    keys = ["prompt", "repeat"]
+    mine = rounds[(rounds["recipe"] == LS) & (rounds["label"] == layerskip)].set_index(keys)["seconds"]
+    theirs = rounds[(rounds["recipe"] == PLAIN) & (rounds["label"] == draft_verify)].set_index(keys)["seconds"]
+    ratios = (theirs / mine).dropna().sort_index().tolist()  # aligned on (prompt, repeat): the rounds both ran in
+    if not ratios:
+        return None
+    median, lo, hi = median_interval(ratios)
+    return median, lo, hi, len(ratios)
 
 
 def _study(check, key: str) -> Check:
