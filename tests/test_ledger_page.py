@@ -117,8 +117,6 @@ KNOWN_DRIFT: dict = {
                                                                                       "not testable at this scale"),
     # 2026-12-07: §2.3 / §3.5's full-rank sentence judged as the paper poses it (Eq. 4's init, tied norms); the book's
     # norm-folded LoRA is the .ours entry (the rows go with the chapters' next runs)
-    ("cpu", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("held", "not held"),
-    ("cpu", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): ("not held", "held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source"): ("held", "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.eq5.full_rank_equals_source.ours"): ("not held", "held"),
     # 2026-12-07, diagnoses and verdicts the chapters' own numbers contradicted (the rows go with the chapters' next
@@ -126,25 +124,17 @@ KNOWN_DRIFT: dict = {
     # post-training 0.040) and Fig. G.3's U over LoRA ranks only; chapter 03's throughput decided from 5 paired rounds
     # (3 before) and Table 3's token-choice MoR-3 behind Recursive-3 (new, ours); chapter 05's Fig. 8 with one seed
     # (its s.d. unknown, not 0) and Table 4's code ROUGE-2 with every score 0 (not testable)
-    ("cpu", "02_relaxed_recursion", "rrt.fig6b.avg_lower_gain_from_relaxation"): ("held", "not held"),
-    ("cpu", "02_relaxed_recursion", "rrt.tabJ1.weighted_overemphasizes_loop1"): ("held", "not held"),
-    ("cpu", "02_relaxed_recursion", "rrt.tabJ1.self_kd_lifts_loop1"): ("held", "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.fig6b.avg_lower_gain_from_relaxation"): ("held", "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.fig6c.svd_beats_zero_avg_lower"): ("held", "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.figG3.stepwise_u_shape"): ("held", "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabH1.prefix_relaxation_weak"): ("held", "not held"),
     ("cpu-long", "02_relaxed_recursion", "rrt.tabJ1.weighted_overemphasizes_loop1"): ("held", "not held"),
-    ("cpu", "03_mixture_of_recursions", "mor.fig4a.throughput"): ("held", "not testable at this scale"),
-    ("cpu", "03_mixture_of_recursions", "mor.fig4a.throughput_rises_with_nr"): ("not held",
-                                                                               "not testable at this scale"),
-    ("cpu", "03_mixture_of_recursions", "mor.tab3.tc_behind_recursive"): (None, "not held"),
     ("cpu-long", "03_mixture_of_recursions", "mor.fig4a.throughput"): ("not held", "not testable at this scale"),
     ("cpu-long", "03_mixture_of_recursions", "mor.fig4a.throughput_rises_with_nr"): ("not held",
                                                                                     "not testable at this scale"),
     ("cpu-long", "03_mixture_of_recursions", "mor.tab3.tc_behind_recursive"): (None, "not held"),
     ("cpu-long", "05_layerskip", "ls.tab4.generation_quality.code"): ("not held", "not testable at this scale"),
     # Table 2's Draft & Verify comparison decided by the paired rounds (3 in the continual study: not testable)
-    ("cpu", "05_layerskip", "ls.tab2.vs_draft_and_verify.sampled"): ("not held", "not testable at this scale"),
     ("cpu-long", "05_layerskip", "ls.tab2.vs_draft_and_verify.sampled"): ("not held", "not testable at this scale"),
 }
 

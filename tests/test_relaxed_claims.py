@@ -62,7 +62,8 @@ CPU_VERDICTS = {
     "rrt.tabK2.relaxed_cdb_beats_vanilla": "held",
     "rrt.fig8.relaxed_cdb_beats_csb": "held",  # Δ_Seq 1.29 (new 2026-12-06)
     "rrt.tabK1_K2.lora_cost_and_rank_tradeoff": "not measured",  # cpu-long\'s
-    "rrt.tabK3_K4.memory_cap_short_context": "not held",  # short - long +0.202, interval [-0.070, +0.393]
+    # short - long +0.220, 98.4 % interval [+0.078, +0.300] on 2026-12-07 (the run before: +0.202 [-0.070, +0.393])
+    "rrt.tabK3_K4.memory_cap_short_context": "held",
     "rrt.fig3.cdb_without_exit_scheduling": "held",
     "rrt.appK.static_memory_beats_vanilla": "held",  # new 2026-12-05: static batch 25 vs 8, 1.73x
     "rrt.s3_8.recursive_gemma_4x_vanilla_pythia": "not testable at this scale",
@@ -84,10 +85,10 @@ def test_committed_cpu_tables_give_the_catalogued_verdicts():
     # 2026-12-05, 2.94x on 2026-12-02's slower AMX host, 3.19x on the morning's faster one), 64 requests
     # (3.13x on the AVX512-BF16 EPYC with 96, 2.49x on 2026-11-28's slower Xeon, 2.85x on 2026-11-27's faster host)
     equal_memory = by_id.loc["rrt.ours.cdb_speedup_equal_memory", "measured"]
-    assert "3.83x" in equal_memory  # 2026-12-06 evening, the AMX Xeon
+    assert "3.64x" in equal_memory  # 2026-12-07, the AMX Xeon (3.83x on the evening of 2026-12-06)
     # the engine decoded the recursive model's own greedy text, more repetitive than the corpus's paragraphs
     assert "distinct-2 0.34 (the corpus's own paragraphs 0.99)" in equal_memory
-    assert "0.7% of step time (softmax 18.3%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]  # AMX Xeon
+    assert "0.6% of step time (softmax 18.0%)" in by_id.loc["rrt.ours.cheap_exit_rule", "measured"]  # AMX Xeon
     assert "recursive 25" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]
     assert "7 interleaved rounds" in by_id.loc["rrt.tabK3_K4.memory_cap_short_context", "measured"]  # +0.109 [-0.087,
     # App. K's oracle read on the corpus's own paragraphs (1.139 on the evening of 2026-12-06; 1.185 before)
