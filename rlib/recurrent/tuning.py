@@ -55,9 +55,10 @@ def tuning_table(results: list[dict[str, Any]], first_seed: int, grid: tuple[flo
     table = pd.DataFrame([{"block": r["block"], "depth": r["depth"], "n_layers": r["n_layers"],
                            "d_model": r["d_model"], "lr": r["lr"], "val_loss": r["val_loss"],
                            "test_nll": r["test_nll"]} for r in rows])
-    grid = table.groupby(["block", "depth"])["lr"].agg(["min", "max", "count"])
-    table["chosen"] = [math.isclose(lr, rates[b, d]) for b, d, lr in zip(table["block"], table["depth"], table["lr"])]
-    table["at_edge"] = [bool(c and n > 1 and (math.isclose(lr, lo) or math.isclose(lr, hi)))
-                        for c, lr, (lo, hi, n) in zip(table["chosen"], table["lr"],
-                                                      grid.loc[list(zip(table["block"], table["depth"]))].values)]
+    shapes = list(zip(table["block"], table["depth"]))
+    tried = table.groupby(["block", "depth"])["lr"].agg(["min", "max", "count"])  # each shape's rates
+    table["chosen"] = [math.isclose(lr, rates[shape]) for shape, lr in zip(shapes, table["lr"])]
+    table["at_edge"] = [bool(chosen and tried.loc[shape, "count"] > 1 and any(
+                            math.isclose(lr, tried.loc[shape, end]) for end in ("min", "max")))
+                        for shape, lr, chosen in zip(shapes, table["lr"], table["chosen"])]
     return table[columns].sort_values(["block", "depth", "lr"]).reset_index(drop=True)
