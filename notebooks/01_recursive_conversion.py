@@ -93,7 +93,8 @@ run.figure(plots.plot_layer_mapping(mappings, "Which block runs where, and where
 # `train_corpus` (Gutenberg poetry in the `cpu` profile; the paper uses SlimPajama), with AdamW, a
 # cosine schedule and, as in the paper, one peak learning rate for every start. The paper's 2e-4 is tuned
 # for 15B tokens; for a few dozen steps the book picks the rate by a short sweep on the *validation*
-# windows of the main recursive model and the from-scratch model (`python -m rlib.recursive.lr_sweep`; the test
+# windows of every start the chapter uptrains: the recursive model of each pretrained init, the from-scratch and
+# the full-size model (`python -m rlib.recursive.lr_sweep`; the table marks each start's own best rate; the test
 # windows behind every table below play no part). Each run is evaluated at step 0 and after uptraining on
 # held-out test windows of every evaluation corpus and on the book's local task suite. Results are cached
 # per run under `runs/.work/`, so an interrupted chapter resumes.

@@ -131,7 +131,24 @@ def test_lr_sweep_picks_the_lowest_mean_validation_loss_and_rejects_bad_rates(tm
     assert lr_sweep.best_lr(table) == 1e-3  # means 7.0, 6.75, 7.45: the best over both starts, not either alone
     with pytest.raises(ValueError, match=r"lrs=\[0.0\]"):
         lr_sweep.sweep(RecursiveConfig.preset("smoke"), [0.0], tmp_path)
-    assert [v.kind for v in lr_sweep.sweep_variants(RecursiveConfig.preset("cpu"))] == ["recursive", "scratch"]
+    starts = lr_sweep.sweep_variants(RecursiveConfig.preset("cpu"))  # every start the chapter uptrains at this rate
+    assert [lr_sweep.start_name(v) for v in starts] == ["stepwise", "average", "lower", "scratch", "full"]
+    assert starts[0].name == "recursive-B2-stepwise-s0"
+
+
+def test_lr_sweep_summary_marks_each_starts_own_best_and_the_mean_choice():
+    import pandas as pd
+
+    from rlib.recursive import lr_sweep
+
+    table = pd.DataFrame({"start": ["stepwise", "average"] * 2, "kind": "recursive", "lr": [2e-4, 2e-4, 1e-3, 1e-3],
+                          "val_loss": [6.6, 7.0, 6.2, 7.6]})  # means 6.8 / 6.9: 2e-4 chosen, stepwise's own is 1e-3
+    wide = lr_sweep.summary(table, 1e-3).set_index("lr")
+    assert list(wide.columns[:2]) == ["val_loss[stepwise]", "val_loss[average]"]
+    assert wide.loc[2e-4, "best_for"] == "average" and wide.loc[1e-3, "best_for"] == "stepwise"
+    assert wide.loc[2e-4, "chosen"] == "<- best" and wide.loc[1e-3, "used"] == "<- used"
+    old = lr_sweep.summary(table.drop(columns="start").assign(kind=["recursive", "scratch"] * 2), 1e-3)
+    assert "val_loss[scratch]" in old.columns  # a sweep written before the start column still reads
 
 
 def test_cpu_long_extends_the_cpu_grid_under_the_same_keys():

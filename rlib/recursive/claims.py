@@ -235,9 +235,14 @@ def _spread(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> float:
 def _rate(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> str:
     """The peak rate and where it was chosen, from lr_sweep when the run wrote it."""
     sweep = tables.get("lr_sweep")
-    where = ("chosen on the Stepwise and scratch models' validation loss only (lr_sweep.csv)"
-             if sweep is not None and len(sweep) else "one rate for every start")
-    return f"peak rate {cfg.lr:g} ({where}; the paper's 2e-4)"
+    losses = [c for c in (sweep.columns if sweep is not None else ()) if c.startswith("val_loss[")]
+    if not losses or not len(sweep):
+        return f"peak rate {cfg.lr:g} (one rate for every start; the paper's 2e-4)"
+    names = {c: c.removeprefix("val_loss[").removesuffix("]") for c in losses}
+    own = {names[c]: float(sweep.loc[sweep[c].idxmin(), "lr"]) for c in losses}
+    apart = [f"{name}'s own best {lr:g}" for name, lr in own.items() if abs(lr - cfg.lr) > 1e-12]
+    return (f"peak rate {cfg.lr:g} (chosen on the mean validation loss of the {', '.join(names.values())} starts, "
+            f"lr_sweep.csv{'; ' + ', '.join(apart) if apart else ''}; the paper's 2e-4)")
 
 
 @rules("rrt.tab1.params_shrink_by_b", "size_quality", "memory")

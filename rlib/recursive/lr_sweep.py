@@ -2,13 +2,16 @@
 
 The paper (Relaxed Recursive Transformers, Sec. 3.1 and Appendix E) uptrains every model, recursive or reduced-size
 from scratch, with one recipe and one peak learning rate. A profile that uptrains for a few dozen steps instead of
-15B tokens cannot take the paper's value on faith, so the book chooses it the usual way: uptrain the main recursive
-model (Stepwise, B = init_loops) and the same-size model from scratch at a few peak rates, with everything else as
-in the chapter, and read the loss on the uptraining corpus's validation windows (never the test windows that the
-chapter's tables and claims use). The rate with the lowest mean validation loss over both starts is written into
-the profile's preset (`RecursiveConfig.lr`), and this module's CSV is committed beside the data folder (`data/tuning/`).
+15B tokens cannot take the paper's value on faith, so the book chooses it the usual way: uptrain the recursive model
+of every pretrained initialization the chapter compares (Stepwise, Average, Lower at B = init_loops), the same-size
+model from scratch and the full-size model at a few peak rates, with everything else as in the chapter, and read the
+loss on the uptraining corpus's validation windows (never the test windows that the chapter's tables and claims use).
+The rate with the lowest mean validation loss over the starts is written into the profile's preset
+(`RecursiveConfig.lr`), and this module's CSV is committed beside the data folder (`data/tuning/`). Until 2026-12-07
+the sweep read the Stepwise and scratch starts only; at the rate they chose the Average init's loss climbed (chapters
+01-02) and the full model got worse on its own uptraining corpus (Table 2).
 
-    python -m rlib.recursive.lr_sweep --profile cpu --lrs 2e-4 1e-3 3e-3     # ~9 min on 2 cores for the cpu profile
+    python -m rlib.recursive.lr_sweep --profile cpu --lrs 2e-4 1e-3 3e-3     # ~23 min on 2 cores for the cpu profile
 
 Each run is cached like the chapter's own (`rlib.experiments.run_grid`), so an interrupted sweep resumes.
 """
@@ -45,9 +48,17 @@ class SweepPoint:
 
 
 def sweep_variants(cfg: RecursiveConfig) -> list[Variant]:
-    """The two starts the rate is chosen on: the main recursive model and the same-size model from scratch."""
-    return [Variant("recursive", cfg.init_loops, "stepwise", seed=cfg.seeds[0]),
-            Variant("scratch", cfg.init_loops, seed=cfg.seeds[0])]
+    """The starts the rate is chosen on: the recursive model of each pretrained init of `cfg.inits` (Stepwise first,
+    the main model), the same-size model from scratch (which stands for the random starts) and the full-size model,
+    which the paper uptrains with the same recipe (Table 2)."""
+    pretrained = sorted((i for i in cfg.inits if i != "random"), key=lambda i: i != "stepwise")
+    return [*(Variant("recursive", cfg.init_loops, init, seed=cfg.seeds[0]) for init in pretrained),
+            Variant("scratch", cfg.init_loops, seed=cfg.seeds[0]), Variant("full")]
+
+
+def start_name(variant: Variant) -> str:
+    """The sweep's column name of a start: the init of a recursive model, else its kind ("scratch")."""
+    return variant.init if variant.kind == "recursive" else variant.kind
 
 
 def _run(point: SweepPoint, cfg: RecursiveConfig, source, slot: experiments.RunSlot) -> dict:
@@ -57,7 +68,8 @@ def _run(point: SweepPoint, cfg: RecursiveConfig, source, slot: experiments.RunS
     result = train(model, rx.train_windows(cfg, cfg.train_corpus), config, slot.train_dir,
                    val_windows=rx.val_windows(cfg, cfg.train_corpus))
     slot.drop_checkpoint()
-    return {"variant": variant.name, "kind": variant.kind, "lr": point.lr, "val_loss": result.val_loss,
+    return {"variant": variant.name, "kind": variant.kind, "start": start_name(variant), "lr": point.lr,
+            "val_loss": result.val_loss,
             "train_loss": result.train_loss, "tokens": result.tokens, "seconds": result.seconds}
 
 
@@ -87,13 +99,23 @@ def committed(profile: str, path: Path = DEFAULT_OUT) -> pd.DataFrame | None:
     return table.reset_index(drop=True) if len(table) else None
 
 
+def starts(table: pd.DataFrame) -> list[str]:
+    """The sweep's starts in its order (a sweep written before 2026-12-07 names them by kind only)."""
+    column = "start" if "start" in table.columns and table["start"].notna().all() else "kind"
+    return list(dict.fromkeys(table[column]))
+
+
 def summary(table: pd.DataFrame | None, used_lr: float) -> pd.DataFrame:
-    """Validation loss per rate (rows) and start (columns), the mean, and which rate the profile uses."""
+    """Validation loss per rate (rows) and start (columns), the mean, which starts reach their own lowest loss at the
+    rate (`best_for`), and which rate the profile uses."""
     if table is None:
         return pd.DataFrame([{"lr": used_lr, "note": "no sweep committed for this profile"}])
-    wide = table.pivot_table(index="lr", columns="kind", values="val_loss")
+    column = "start" if "start" in table.columns and table["start"].notna().all() else "kind"
+    wide = table.pivot_table(index="lr", columns=column, values="val_loss")[starts(table)]
+    own_best = wide.idxmin()  # start -> its own best rate
     wide.columns = [f"val_loss[{c}]" for c in wide.columns]
     wide["mean"] = wide.mean(axis=1)
+    wide["best_for"] = [", ".join(s for s, lr_s in own_best.items() if lr_s == lr) for lr in wide.index]
     wide["chosen"] = ["<- best" if lr == best_lr(table) else "" for lr in wide.index]
     wide["used"] = ["<- used" if abs(lr - used_lr) < 1e-12 else "" for lr in wide.index]
     return wide.reset_index()
