@@ -132,20 +132,25 @@ class OutputLog(RowLog):
     `prompt`, `tokens` (the new token ids, space-separated)."""
 
 
-def paired_ratios(timings: pd.DataFrame, label: str, baseline: str, **where: object) -> list[float]:
+def paired_ratios(timings: pd.DataFrame, label: str, baseline: str, baseline_where: dict[str, object] | None = None,
+                  **where: object) -> list[float]:
     """The time of case `label` over the time of case `baseline` in each round both ran in (same prompt and repeat,
-    and the same values of the `where` columns, e.g. recipe="ld_ee"), in round order. Both ran the same prompt, so a
-    ratio of seconds is a ratio of ms per token whenever they made the same number of tokens (every exact method)."""
-    rows = timings
-    for column, value in where.items():
-        rows = rows[rows[column] == value]
-    keys = ["prompt", "repeat"]
-    mine = rows[rows["label"] == label].set_index(keys)["seconds"]
-    theirs = rows[rows["label"] == baseline].set_index(keys)["seconds"]
-    ratios = (mine / theirs).dropna().sort_index()  # aligned on (prompt, repeat): only the rounds both ran in
+    and the same values of the `where` columns, e.g. recipe="ld_ee"; `baseline_where`, where given, selects the
+    baseline's rows instead, e.g. another recipe's model), in round order. Both ran the same prompt, so a ratio of
+    seconds is a ratio of ms per token whenever they made the same number of tokens (every exact method)."""
+
+    def select(conditions: dict[str, object], case: str) -> pd.Series:
+        rows = timings
+        for column, value in conditions.items():
+            rows = rows[rows[column] == value]
+        return rows[rows["label"] == case].set_index(["prompt", "repeat"])["seconds"]
+
+    theirs = select(where if baseline_where is None else baseline_where, baseline)
+    ratios = (select(where, label) / theirs).dropna().sort_index()  # aligned on (prompt, repeat): rounds both ran in
     if ratios.empty:
-        raise ConfigError(f"no round timed both {label!r} and {baseline!r} (where {where}); labels present: "
-                          f"{sorted(set(rows['label']))}")
+        raise ConfigError(f"no round timed both {label!r} (where {where}) and {baseline!r} (where "
+                          f"{where if baseline_where is None else baseline_where}); labels present: "
+                          f"{sorted(set(timings['label']))}")
     return ratios.tolist()
 
 

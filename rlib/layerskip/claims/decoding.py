@@ -759,12 +759,10 @@ def _dv_paired(ctx: Context, study: DecodingStudy, layerskip: str,
     `rlib.rounds`' interval; None for a run without a rounds table or without both cases in it."""
     if not ctx.has(rounds_table(study)):
         return None
-    rounds = ctx.table(rounds_table(study))
-    keys = ["prompt", "repeat"]
-    mine = rounds[(rounds["recipe"] == LS) & (rounds["label"] == layerskip)].set_index(keys)["seconds"]
-    theirs = rounds[(rounds["recipe"] == PLAIN) & (rounds["label"] == draft_verify)].set_index(keys)["seconds"]
-    ratios = (theirs / mine).dropna().sort_index().tolist()  # aligned on (prompt, repeat): the rounds both ran in
-    if not ratios:
+    try:  # D&V's time over LayerSkip's in each (prompt, repeat) both ran in
+        ratios = paired_ratios(ctx.table(rounds_table(study)), draft_verify, layerskip, baseline_where={"recipe": LS},
+                               recipe=PLAIN)
+    except ConfigError:
         return None
     median, lo, hi = median_interval(ratios)
     return median, lo, hi, len(ratios)
