@@ -52,6 +52,7 @@ check_parameters(globals())  # the parameters above and papermill's -p values: n
 from rlib import book, gpu_results, relax
 from rlib.config import runs_profile
 from rlib.recursive import experiments as recursive
+from rlib.recursive import lr_sweep
 from rlib.recursive.config import RecursiveConfig
 from rlib.relaxed import claims, config, early_exit, experiments, norm_folding, plots, post_seeds, tables, throughput
 from rlib.serving import exits, rows, simulate
@@ -112,7 +113,11 @@ run.table(norm_folding.step0_folded_table(cfg, source), "step0_folded");
 # post-train the main recursive and relaxed models on fresh batches. The plain recursive models (rank 0) are
 # chapter 1's: where chapter 1 trained one with this recipe and kept it, the run starts from its model (the
 # `runs` table's `trained_by` says so) and only the evaluation is this chapter's; anything that differs
-# (`experiments.recipe_differences`) trains it here, with the same result.
+# (`experiments.recipe_differences`) trains it here, with the same result. Chapter 1's sweep, shown first,
+# tells which rate each start would have chosen alone.
+
+# %%
+run.table(lr_sweep.summary(lr_sweep.committed(profile), cfg.lr), "lr_sweep");
 
 # %%
 runs = config.variants(cfg)

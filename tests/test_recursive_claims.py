@@ -122,6 +122,33 @@ def test_flips_carry_a_diagnosis_with_the_numbers():
                                                                           "evidence"]
 
 
+def _sweep(average: tuple[float, float, float]) -> pd.DataFrame:
+    """A rate sweep's summary (lr_sweep): the from-scratch model's best 7.2 at 1e-3, the Average init's losses."""
+    return pd.DataFrame({"lr": [2e-4, 1e-3, 3e-3], "val_loss[stepwise]": [6.6, 6.2, 7.1],
+                         "val_loss[average]": list(average), "val_loss[scratch]": [7.6, 7.2, 7.4],
+                         "val_loss[full]": [4.2, 4.7, 5.5]})
+
+
+def test_a_pretrained_init_behind_random_is_budget_where_no_swept_rate_helps():
+    """The rate is the suspected cause of a pretrained init behind random until chapter 01's sweep tried that init:
+    where even its own best rate leaves it above the from-scratch model's best, the rate is not the cause (budget,
+    with how far the gap to random closed); where its own best rate beats scratch, the chapter's one rate is (setup)."""
+    claim = "rrt.fig5.pretrained_inits_beat_random"
+    behind = judge({"runs": runs_table(average=5.95), "lr_sweep": _sweep((7.6, 7.4, 7.3))}, CFG, "cpu").finish()
+    row = behind.set_index("id").loc[claim]
+    assert (row["verdict"], row["diagnosis"]) == ("not held", "budget") and check_ledger(behind) == []
+    assert "own best rate of the sweep (0.0002, 0.001, 0.003), 0.003, average reaches validation loss 7.300 " \
+           "against the from-scratch model's best 7.200: not the rate" in row["evidence"]
+    assert "average's gap to random shrinks from -0.05 at step 0 to -0.050 after" in row["evidence"]
+    assert "average's own best 0.003" in row["evidence"] and "full's own best 0.0002" in row["evidence"]
+    cured = judge({"runs": runs_table(average=5.95), "lr_sweep": _sweep((7.6, 7.4, 7.1))}, CFG, "cpu").finish()
+    assert cured.set_index("id").loc[claim, "diagnosis"] == "setup"
+    # a sweep of the Stepwise and scratch starts alone (before 2026-12-07) leaves the rate suspected
+    old = _sweep((7.6, 7.4, 7.3)).drop(columns=["val_loss[average]"])
+    assert judge({"runs": runs_table(average=5.95), "lr_sweep": old}, CFG, "cpu").finish().set_index("id").loc[
+        claim, "diagnosis"] == "setup"
+
+
 @pytest.mark.parametrize("own, held", [(0.9, "held"), (1.1, "not held")])
 def test_data_shift_needs_the_own_corpus_to_improve(own, held):
     shift = pd.DataFrame([

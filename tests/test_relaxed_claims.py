@@ -263,6 +263,12 @@ def test_relaxed_average_behind_stepwise_is_budget_only_where_the_longer_runs_cl
     assert "would leave +0.400: not budget" in stuck["evidence"]
     assert "climbs from 9.0 to 15.0 nats at step 3" in stuck["evidence"] and "stepwise r=0's never climbs" in \
         stuck["evidence"]
+    assert "needs: the relaxed runs at a lower rate" in stuck["evidence"]  # no sweep of the Average init
+    # chapter 01's sweep (lr_sweep) tried the Average init: the need names its own best rate, here above this one
+    sweep = pd.DataFrame({"lr": [2e-4, CFG.lr, 3e-3], "val_loss[average]": [7.6, 7.4, 7.3]})
+    swept = _row({"runs": _longer_runs(4.7), "loss_curves": _loss_curves(15.0), "lr_sweep": sweep}, claim)
+    assert swept["diagnosis"] == "setup" and "the recursive Average's own best rate above this one" in \
+        swept["evidence"] and "needs: the relaxed runs at 0.003" in swept["evidence"]
     calm = _row({"runs": _longer_runs(4.7), "loss_curves": _loss_curves(8.0)}, claim)
     assert calm["diagnosis"] == "disagrees with the paper" and "never climbs" in calm["evidence"]
     # without the recursive model's longer run the longer study is missing: budget, as before

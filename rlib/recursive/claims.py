@@ -245,6 +245,29 @@ def _rate(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> str:
             f"lr_sweep.csv{'; ' + ', '.join(apart) if apart else ''}; the paper's 2e-4)")
 
 
+def _sweep_losses(tables: Mapping[str, pd.DataFrame], start: str) -> dict[float, float]:
+    """{rate: validation loss} of `start` in the rate sweep (lr_sweep: its columns val_loss[<start>]), {} where the
+    run wrote no sweep or the sweep did not try that start (one written before 2026-12-07 tried Stepwise and scratch
+    only)."""
+    sweep, column = tables.get("lr_sweep"), f"val_loss[{start}]"
+    if sweep is None or column not in sweep.columns:
+        return {}
+    return {float(lr): float(v) for lr, v in zip(sweep["lr"], sweep[column]) if pd.notna(v)}
+
+
+def _rate_is_not_the_cause(tables: Mapping[str, pd.DataFrame], init: str) -> str | None:
+    """Where the sweep tried `init` and the from-scratch model: 'at its own best rate ...' when even there `init`
+    stays above the from-scratch model's best validation loss (no rate tried closes the gap), else None."""
+    own, scratch = _sweep_losses(tables, init), _sweep_losses(tables, "scratch")
+    if not own or not scratch:
+        return None
+    best, floor = min(own, key=own.get), min(scratch.values())
+    if own[best] <= floor:
+        return None
+    return (f"at its own best rate of the sweep ({', '.join(f'{lr:g}' for lr in sorted(own))}), {best:g}, {init} "
+            f"reaches validation loss {own[best]:.3f} against the from-scratch model's best {floor:.3f}")
+
+
 @rules("rrt.tab1.params_shrink_by_b", "size_quality", "memory")
 def _params(tables, cfg: RecursiveConfig) -> Outcome:
     size, mem = tables["size_quality"], tables["memory"]
@@ -284,9 +307,16 @@ def _beat_random(tables, cfg: RecursiveConfig) -> Outcome:
     evidence = "; ".join(
         f"{i} ends {rand - gaps[i]:.3f} nats vs random {rand:.3f} after starting at step-0 NLL "
         f"{_before(home, cfg, i):.2f} (random {_before(home, cfg, 'random'):.2f}){_peak_note(tables, home, cfg, i)}"
-        for i in short) + f", at a {_rate(tables, cfg)}; needs: {', '.join(short) or 'the inits'} and random " \
-        "uptrained at 2e-4 and 5e-4 and at 4x the steps"
-    return Outcome(not short, measured, ("setup", evidence))
+        for i in short) + f", at a {_rate(tables, cfg)}"
+    swept = {i: _rate_is_not_the_cause(tables, i) for i in short}
+    if short and all(swept.values()):  # no rate tried helps: the distance from the start, i.e. the tokens
+        start = {i: _before(home, cfg, i) - _before(home, cfg, "random") for i in short}
+        closing = "; ".join(f"{i}'s gap to random shrinks from {start[i]:+.2f} at step 0 to {-gaps[i]:+.3f} after "
+                            f"{cfg.steps} steps" for i in short)
+        return Outcome(False, measured, ("budget", f"{evidence}; {'; '.join(swept.values())}: not the rate; "
+                                                   f"{closing}; needs: {', '.join(short)} and random at 4x the steps"))
+    return Outcome(not short, measured, ("setup", f"{evidence}; needs: {', '.join(short) or 'the inits'} and random "
+                                                  "uptrained at 2e-4 and 5e-4 and at 4x the steps"))
 
 
 def _curve(tables: Mapping[str, pd.DataFrame], home: pd.DataFrame, cfg: RecursiveConfig, init: str) -> pd.DataFrame:
@@ -535,10 +565,13 @@ def _shift(tables, cfg: RecursiveConfig) -> Outcome:
     measured = "; ".join(parts) + f" (the paper's own-corpus change {-SHIFT_GAIN:+.3f})"
     if not all(own):
         own_change = ", ".join(p.split(",")[0] for p in parts)
+        full = _sweep_losses(tables, "full")
+        swept = ("; the sweep's full model reaches validation loss " + ", ".join(
+            f"{v:.3f} at {lr:g}" for lr, v in sorted(full.items())) + f" on {cfg.train_corpus}") if full else ""
         diagnosis = ("setup", f"the full model gets worse on its own uptraining corpus ({own_change}), which a "
                               f"distribution shift cannot explain: the {_rate(tables, cfg)} damages the converged "
-                              "model; needs: the full model uptrained at 2e-4 and lower to separate the shift from "
-                              "the rate")
+                              f"model{swept}; needs: the full model uptrained at 2e-4 and lower to separate the shift "
+                              "from the rate")
     else:
         diagnosis = ("scale", f"uptraining improves its own corpus without lowering the few-shot average "
                               f"({measured}): the "

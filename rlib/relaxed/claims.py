@@ -880,8 +880,8 @@ def _training_loss(tables, cfg: RelaxedConfig) -> Outcome:
     spikes = ", ".join(f"{i} r{rank} {p['loss']:.1f} at step {int(p['step'])}" for i, p in peaks.items())
     evidence = (f"{measured}; relaxed average minus {rival[0]} r{rival[1]}: {diff.mean():+.3f} nats (standard error "
                 f"{se:.3f} over the same batches); the relaxed runs' training loss peaks at {spikes} (peak rate "
-                f"{cfg.lr:g}; the paper's 2e-4); single-seed runs of {cfg.steps} steps; needs: more seeds and steps, "
-                f"and the relaxed runs at a lower rate")
+                f"{cfg.lr:g}; the paper's 2e-4); single-seed runs of {cfg.steps} steps; needs: more seeds and steps; "
+                + _average_rate_need(tables, cfg))
     return Outcome(held, measured, ("budget", evidence))
 
 
@@ -961,8 +961,25 @@ def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: 
         return "disagrees with the paper", f"{budget}: not budget; {start}, and {curve}"
     still = _climb(tables, *rival) or "never climbs"
     return "setup", (f"{budget}: not budget; {start}, and its training loss {climb} at the peak rate {cfg.lr:g} (the "
-                     f"paper's 2e-4) while {rival_name}'s {still}: the Average init's divergence (chapter 01's "
-                     "rrt.fig5.pretrained_inits_beat_random: setup); needs: the relaxed runs at a lower rate")
+                     f"paper's 2e-4) while {rival_name}'s {still}: the Average init's recipe; "
+                     + _average_rate_need(tables, cfg))
+
+
+def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
+    """Which rate the relaxed Average runs need, from chapter 01's sweep (lr_sweep) where it tried the Average init:
+    its own best rate there, which may lie above this chapter's (a lower rate does not cure a climb everywhere)."""
+    sweep = tables.get("lr_sweep")
+    if sweep is None or "val_loss[average]" not in sweep.columns:
+        return "needs: the relaxed runs at a lower rate"
+    losses = sweep.set_index("lr")["val_loss[average]"].dropna()
+    best = float(losses.idxmin())
+    at = ", ".join(f"{v:.3f} at {lr:g}" for lr, v in losses.items())
+    if math.isclose(best, cfg.lr):
+        return (f"chapter 01's sweep finds this rate the recursive Average's best ({at}); needs: the relaxed runs at "
+                "other rates and longer")
+    side = "above" if best > cfg.lr else "below"
+    return (f"chapter 01's sweep puts the recursive Average's own best rate {side} this one ({at}); needs: the "
+            f"relaxed runs at {best:g}")
 
 
 @rules("rrt.s3_5.relaxed_avg_beats_recursive_step", "runs")
