@@ -507,7 +507,8 @@ def test_parse_last_em_names_the_generated_vs_teacher_forced_gap():
     decoding["exit_layer"] = decoding["exit_layer"].replace({8: 30})
     decoding["score"] = decoding["recipe"].map({"baseline": 0.7, "ld_ee": 0.3})
     evidence = judged({**found, "decoding_parse": decoding}).loc["ls.fig10b.parse_last_em", "evidence"]
-    assert "P(<= 3 of 10 | 0.800)" in evidence and "needs: per-utterance generated vs teacher-forced" in evidence
+    assert "P(<= 3 of 10 | 0.800)" in evidence and "parse_em_identity" in evidence
+    assert "needs: the parsing study trained again" in evidence
     assert "P(<=" not in judged(found).loc["ls.fig10b.parse_last_em", "evidence"]
 
 
