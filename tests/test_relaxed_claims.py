@@ -703,6 +703,9 @@ def test_fig4_needs_relaxed_average_between_recursive_stepwise_and_full_and_clos
     worse.loc[(worse["init"] == "average") & (worse["rank"] == 16) & (worse["lora_init"] == "svd"),
               "before nll[c]"] = 4.5  # uptraining took the relaxed model from 4.5 to 5.6
     assert _fig4(worse)["diagnosis"] == "setup"
+    below_full = _fig4(runs_table(average_r8=4.5, average_r16=3.9))  # r16 under the full model's 4.0
+    assert below_full["diagnosis"] == "setup" and "r16 3.900 at or below the full model's 4.000" in \
+        below_full["evidence"]
     # without longer uptraining (the cpu profile) a holding "between" leaves the claim unjudged
     short = _fig4(runs_table(average_r8=4.8, average_r16=4.6), CFG.override(long_factor=1))
     assert short["verdict"] == "not measured" and "cpu-long" in short["measured"]

@@ -1031,11 +1031,16 @@ def _interpolates_to_full(tables, cfg: RelaxedConfig) -> Outcome:
         return Outcome(False, measured, ("budget", f"{where}; " + _longer_evidence(tables, cfg, best - full)))
     # some rank not below the recursive model: the main rank's gap, with the longer runs where the profile has them
     above = {r: v - recursive for r, v in relaxed.items() if v >= recursive}
-    gap = relaxed[top] - recursive if top in relaxed else max(above.values(), default=0.0)
+    if not above:  # every rank below the recursive model: some rank reaches the full model (beyond the paper's Fig. 4)
+        return Outcome(False, measured, ("setup", f"{where}; ranks " + ", ".join(
+            f"r{r} {v:.3f}" for r, v in relaxed.items() if v <= full) + f" at or below the full model's {full:.3f}, "
+            "which the relaxed model should approach from above: the full reference is weaker than its relaxed "
+            "students (its 1x uptraining, chapter 01)"))
+    gap = relaxed[top] - recursive if top in relaxed else max(above.values())
     if gap <= 0 or top not in relaxed:  # the main rank is below the recursive model; others are not
         return Outcome(False, measured, ("budget", f"{where}; ranks " + ", ".join(
             f"r{r} ({d:+.3f})" for r, d in above.items()) + " not below the recursive model; "
-            + _longer_evidence(tables, cfg, max(above.values(), default=0.0))))
+            + _longer_evidence(tables, cfg, max(above.values()))))
     return Outcome(False, measured, _average_gap_cause(tables, cfg, ("stepwise", 0), gap, where))
 
 
