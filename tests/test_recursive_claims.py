@@ -137,8 +137,9 @@ def test_a_pretrained_init_behind_random_is_budget_where_no_swept_rate_helps():
     behind = judge({"runs": runs_table(average=5.95), "lr_sweep": _sweep((7.6, 7.4, 7.3))}, CFG, "cpu").finish()
     row = behind.set_index("id").loc[claim]
     assert (row["verdict"], row["diagnosis"]) == ("not held", "budget") and check_ledger(behind) == []
-    assert "own best rate of the sweep (0.0002, 0.001, 0.003), 0.003, average reaches validation loss 7.300 " \
-           "against the from-scratch model's best 7.200: not the rate" in row["evidence"]
+    assert "own best rate of the sweep (0.0002, 0.001, 0.003), 0.003 (the sweep's edge: a rate beyond it is " \
+           "untried), average reaches validation loss 7.300 against the from-scratch model's best 7.200: not the " \
+           "rate" in row["evidence"]
     assert "average's gap to random shrinks from -0.05 at step 0 to -0.050 after" in row["evidence"]
     assert "average's own best 0.003" in row["evidence"] and "full's own best 0.0002" in row["evidence"]
     cured = judge({"runs": runs_table(average=5.95), "lr_sweep": _sweep((7.6, 7.4, 7.1))}, CFG, "cpu").finish()

@@ -264,8 +264,9 @@ def _rate_is_not_the_cause(tables: Mapping[str, pd.DataFrame], init: str) -> str
     best, floor = min(own, key=own.get), min(scratch.values())
     if own[best] <= floor:
         return None
-    return (f"at its own best rate of the sweep ({', '.join(f'{lr:g}' for lr in sorted(own))}), {best:g}, {init} "
-            f"reaches validation loss {own[best]:.3f} against the from-scratch model's best {floor:.3f}")
+    edge = " (the sweep's edge: a rate beyond it is untried)" if best in (min(own), max(own)) and len(own) > 1 else ""
+    return (f"at its own best rate of the sweep ({', '.join(f'{lr:g}' for lr in sorted(own))}), {best:g}{edge}, "
+            f"{init} reaches validation loss {own[best]:.3f} against the from-scratch model's best {floor:.3f}")
 
 
 @rules("rrt.tab1.params_shrink_by_b", "size_quality", "memory")
