@@ -18,6 +18,7 @@ import pandas as pd
 
 from rlib.book.claims import ClaimSpec, Ledger
 from rlib.book.judging import Missing, Outcome, Rules, chain, fmt_ci, mean_interval, nats, rows, value, values
+from rlib.recursive import lr_sweep
 from rlib.recursive.config import RecursiveConfig
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
@@ -235,24 +236,19 @@ def _spread(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> float:
 def _rate(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> str:
     """The peak rate and where it was chosen, from lr_sweep when the run wrote it."""
     sweep = tables.get("lr_sweep")
-    losses = [c for c in (sweep.columns if sweep is not None else ()) if c.startswith("val_loss[")]
-    if not losses or not len(sweep):
+    losses = {start: _sweep_losses(tables, start) for start in lr_sweep.summary_starts(sweep)}
+    if not any(losses.values()):
         return f"peak rate {cfg.lr:g} (one rate for every start; the paper's 2e-4)"
-    names = {c: c.removeprefix("val_loss[").removesuffix("]") for c in losses}
-    own = {names[c]: float(sweep.loc[sweep[c].idxmin(), "lr"]) for c in losses}
+    own = {start: min(by_rate, key=by_rate.get) for start, by_rate in losses.items() if by_rate}
     apart = [f"{name}'s own best {lr:g}" for name, lr in own.items() if abs(lr - cfg.lr) > 1e-12]
-    return (f"peak rate {cfg.lr:g} (chosen on the mean validation loss of the {', '.join(names.values())} starts, "
+    return (f"peak rate {cfg.lr:g} (chosen on the mean validation loss of the {', '.join(losses)} starts, "
             f"lr_sweep.csv{'; ' + ', '.join(apart) if apart else ''}; the paper's 2e-4)")
 
 
 def _sweep_losses(tables: Mapping[str, pd.DataFrame], start: str) -> dict[float, float]:
-    """{rate: validation loss} of `start` in the rate sweep (lr_sweep: its columns val_loss[<start>]), {} where the
-    run wrote no sweep or the sweep did not try that start (one written before 2026-12-07 tried Stepwise and scratch
-    only)."""
-    sweep, column = tables.get("lr_sweep"), f"val_loss[{start}]"
-    if sweep is None or column not in sweep.columns:
-        return {}
-    return {float(lr): float(v) for lr, v in zip(sweep["lr"], sweep[column]) if pd.notna(v)}
+    """{rate: validation loss} of `start` in the rate sweep the run wrote (lr_sweep), {} where it wrote none or the
+    sweep did not try that start (one written before 2026-12-07 tried Stepwise and scratch only)."""
+    return lr_sweep.start_losses(tables.get("lr_sweep"), start)
 
 
 def _rate_is_not_the_cause(tables: Mapping[str, pd.DataFrame], init: str) -> str | None:

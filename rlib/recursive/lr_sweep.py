@@ -124,6 +124,22 @@ def summary(table: pd.DataFrame | None, used_lr: float) -> pd.DataFrame:
     return wide.reset_index()
 
 
+def start_losses(summary_table: pd.DataFrame | None, start: str) -> dict[float, float]:
+    """{rate: validation loss} of `start` in a `summary` table (its column val_loss[<start>]); {} where there is no
+    table or the sweep did not try that start."""
+    column = f"val_loss[{start}]"
+    if summary_table is None or column not in summary_table.columns:
+        return {}
+    return {float(lr): float(v) for lr, v in zip(summary_table["lr"], summary_table[column]) if pd.notna(v)}
+
+
+def summary_starts(summary_table: pd.DataFrame | None) -> list[str]:
+    """The starts a `summary` table has columns for, in its order."""
+    if summary_table is None:
+        return []
+    return [c.removeprefix("val_loss[").removesuffix("]") for c in summary_table.columns if c.startswith("val_loss[")]
+
+
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

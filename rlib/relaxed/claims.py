@@ -27,6 +27,7 @@ import pandas as pd
 
 from rlib.book.claims import ClaimSpec, Ledger
 from rlib.book.judging import Missing, Outcome, Rules, chain, fmt_ci, mean_interval, nats, rows, strictly_falling, value
+from rlib.recursive import lr_sweep
 from rlib.relaxed.config import RelaxedConfig
 from rlib.relaxed.tables import g1_rank, main_grid, paired
 from rlib.rounds import coverage, decides, median_interval, too_few
@@ -893,10 +894,8 @@ def _longer_evidence(tables, cfg: RelaxedConfig, deficit: float) -> str:
                 "cpu-long's (figures/cpu-long); needs: every init at 2x and 4x steps")
     base = value(runs, _nll(cfg), init="average", rank=top, lora_init="svd", phase="uptrain", kd=False,
                  steps_factor=1, prefix=0)
-    try:
-        longer = value(runs, _nll(cfg), init="average", rank=top, lora_init="svd", phase="uptrain", kd=False,
-                       steps_factor=cfg.long_factor, prefix=0)
-    except Missing:
+    longer = _longer_nll(tables, cfg, "average", top)
+    if longer is None:
         return f"a {deficit:.3f}-nat deficit after {cfg.steps} single-seed steps; needs: the runs at 2x and 4x steps"
     return (f"one {cfg.long_factor}x longer uptraining moves relaxed Average r={top} from {base:.3f} to {longer:.3f} "
             f"({longer - base:+.3f}) against a {deficit:.3f}-nat deficit; needs: every init at 2x and 4x steps")
@@ -968,11 +967,10 @@ def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: 
 def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
     """Which rate the relaxed Average runs need, from chapter 01's sweep (lr_sweep) where it tried the Average init:
     its own best rate there, which may lie above this chapter's (a lower rate does not cure a climb everywhere)."""
-    sweep = tables.get("lr_sweep")
-    if sweep is None or "val_loss[average]" not in sweep.columns:
+    losses = lr_sweep.start_losses(tables.get("lr_sweep"), "average")
+    if not losses:
         return "needs: the relaxed runs at a lower rate"
-    losses = sweep.set_index("lr")["val_loss[average]"].dropna()
-    best = float(losses.idxmin())
+    best = min(losses, key=losses.get)
     at = ", ".join(f"{v:.3f} at {lr:g}" for lr, v in losses.items())
     if math.isclose(best, cfg.lr):
         return (f"chapter 01's sweep finds this rate the recursive Average's best ({at}); needs: the relaxed runs at "
