@@ -54,7 +54,18 @@ from rlib.config import runs_profile
 from rlib.recursive import experiments as recursive
 from rlib.recursive import lr_sweep
 from rlib.recursive.config import RecursiveConfig
-from rlib.relaxed import claims, config, early_exit, experiments, norm_folding, plots, post_seeds, tables, throughput
+from rlib.relaxed import (
+    average_rate,
+    claims,
+    config,
+    early_exit,
+    experiments,
+    norm_folding,
+    plots,
+    post_seeds,
+    tables,
+    throughput,
+)
 from rlib.serving import exits, rows, simulate
 
 cfg = config.RelaxedConfig.preset(profile).override(steps=steps, model=model)
@@ -191,6 +202,19 @@ if cfg.zero_inits:
 
 # %%
 run.table(tables.kd_long_table(results, cfg), "kd_and_longer");
+
+# %% [markdown]
+# ## The Average at its own rate
+#
+# Every run above trains at one peak rate, as App. E's recipe does; chapter 1's sweep finds the recursive Average
+# init's own best rate above it, and at this rate the relaxed Average's training loss climbs (Fig. G.1). So the main
+# relaxed model trains again at multiples of the rate, all else equal (`average_rate`; `cpu-long`), and the Average
+# claims below set it, at the rate with the lowest *validation* loss, against its rivals at theirs.
+
+# %%
+rate_study = average_rate.AverageRateConfig.preset(profile)
+if rate_study.multipliers:
+    run.table(average_rate.rate_table(average_rate.run(cfg, rate_study, work), results, cfg, work), "average_rate");
 
 # %% [markdown]
 # ## Early-exit training (Tables 3 and J.1)

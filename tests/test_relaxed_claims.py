@@ -276,6 +276,42 @@ def test_relaxed_average_behind_stepwise_is_budget_only_where_the_longer_runs_cl
 
 
 
+def _rate_table(*rows: tuple[float, float, float, bool]) -> pd.DataFrame:
+    """average_rate (rlib.relaxed.average_rate.rate_table) from (multiple, NLL, validation loss, climbs) rows; the
+    chapter's own run (multiple 1) first."""
+    return pd.DataFrame([{"variant": "average-r16-svd-s0", "lr": CFG.lr * m, "multiple": m, "after nll[c]": nll,
+                          "last_val_loss": val, "first_loss": 9.0, "peak_loss": 15.0 if climbs else 9.0,
+                          "peak_step": 3 if climbs else 1, "climbs": climbs} for m, nll, val, climbs in rows])
+
+
+def test_the_average_at_its_own_rate_tells_the_rate_from_the_init():
+    """Where the average_rate study trained the relaxed Average at other rates, the gap that the budget does not
+    close is judged at the Average's own rate, the one with the lowest *validation* loss: setup (App. E's one rate)
+    where it reaches the rival there or still climbs, a disagreement where it neither reaches it nor climbs."""
+    claim = "rrt.s3_5.relaxed_avg_beats_recursive_step"
+    base = {"runs": _longer_runs(4.7), "loss_curves": _loss_curves(15.0)}  # 0.600-nat gap, not budget (see above)
+    own = (1.0, 5.6, 6.0, True)
+    cured = _row({**base, "average_rate": _rate_table(own, (3.0, 4.9, 5.5, False))}, claim)
+    assert (cured["verdict"], cured["diagnosis"]) == ("not held", "setup")
+    assert "at its own rate 0.003 (lowest validation loss) it reaches 4.900 against stepwise r=0's 5.000" in \
+        cured["evidence"] and "not the init, is the cause" in cured["evidence"]
+    assert "0.001 (the chapter's): NLL 5.600, validation 6.000, training loss climbs to 15.0 at step 3" in \
+        cured["evidence"]
+    stands = _row({**base, "average_rate": _rate_table(own, (3.0, 5.4, 5.5, False))}, claim)
+    assert stands["diagnosis"] == "disagrees with the paper"
+    assert "(+0.400; +0.200 of the 0.600-nat gap closed by the rate)" in stands["evidence"]
+    assert "neither the budget nor the rate explains the gap" in stands["evidence"]
+    still = _row({**base, "average_rate": _rate_table(own, (3.0, 5.4, 5.5, True))}, claim)
+    assert still["diagnosis"] == "setup" and "still climbs at that rate" in still["evidence"]
+    # the rate is chosen on validation loss: a rate with the lower held-out NLL but a higher validation loss loses
+    chosen = _row({**base, "average_rate": _rate_table(own, (3.0, 4.9, 6.5, False), (10.0, 5.4, 5.5, False))},
+                  claim)
+    assert "at its own rate 0.01 (lowest validation loss)" in chosen["evidence"]
+    assert chosen["diagnosis"] == "disagrees with the paper"
+    # the chapter's rate alone (no study row beside it) leaves the climb rule as it was
+    assert _row({**base, "average_rate": _rate_table(own)}, claim)["evidence"] == _row(base, claim)["evidence"]
+
+
 def test_the_averages_other_deficits_weigh_the_longer_runs_of_both_sides():
     """Fig. 6's and Fig. 4's deficits of the relaxed Average are judged as Sec. 3.5's is: budget only where the longer
     runs close the gap by the paper's 4x; a rival without a longer run is held at its 1x NLL (the most the schedule

@@ -954,6 +954,9 @@ def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: 
               f"60B tokens) would leave {left:+.3f}")
     if left <= 0:
         return "budget", f"{start}; {budget}; needs: {needs}"
+    own = _own_rate(tables, cfg)
+    if own is not None:  # the average_rate study trained the relaxed Average at other rates
+        return _own_rate_cause(own, tables, cfg, rival_name, rival_1x, gap, f"{budget}: not budget; {start}")
     climb = _climb(tables, "average", top)
     if climb is None:  # no setup cause in the tables: the gap stands against the paper
         curve = "its training loss never climbs" if "loss_curves" in tables else "no training curve was written"
@@ -964,9 +967,66 @@ def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: 
                      + _average_rate_need(tables, cfg))
 
 
+def _own_rate(tables, cfg: RelaxedConfig) -> pd.Series | None:
+    """The average_rate study's row (`rlib.relaxed.average_rate.rate_table`) at the rate with the lowest validation
+    loss, the chapter's own included: the rate the relaxed Average would be given on the validation windows alone
+    (never the held-out ones its claims read). None without a study (the cpu profile)."""
+    study = tables.get("average_rate")
+    if study is None or study.empty or not {"lr", "last_val_loss"} <= set(study.columns) or len(study) < 2:
+        return None
+    return study.loc[study["last_val_loss"].idxmin()]
+
+
+def _rates_tried(study: pd.DataFrame, cfg: RelaxedConfig) -> str:
+    """'lr: NLL x, validation y[, training loss climbs to z at step s]' per rate of the study, lowest rate first."""
+    def one(r: pd.Series) -> str:
+        own = " (the chapter's)" if r["multiple"] == 1 else ""
+        climb = f", training loss climbs to {r['peak_loss']:.1f} at step {int(r['peak_step'])}" if r.get("climbs") \
+            else ""
+        return f"{r['lr']:g}{own}: NLL {r[_nll(cfg)]:.3f}, validation {r['last_val_loss']:.3f}{climb}"
+
+    return ", ".join(one(r) for _, r in study.sort_values("lr").iterrows())
+
+
+def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival_name: str, rival_1x: float, gap: float,
+                    prefix: str) -> tuple[str, str]:
+    """Setup where the relaxed Average at its own rate (`_own_rate`) reaches the rival at the chapter's rate (App. E's
+    one rate is the cause) or still climbs there (its recipe beyond the rate); otherwise a disagreement: neither the
+    budget (already ruled out) nor the rate explains the gap. Chapter 01's sweep finds the rival inits best at the
+    chapter's rate (lr_sweep), and the evidence says where it does not."""
+    nll, study = float(own[_nll(cfg)]), tables["average_rate"]
+    left = nll - rival_1x
+    tried = f"the relaxed Average at {len(study)} peak rates ({_rates_tried(study, cfg)})"
+    at = (f"at its own rate {own['lr']:g} (lowest validation loss) it reaches {nll:.3f} against {rival_name}'s "
+          f"{rival_1x:.3f} at {cfg.lr:g} ({left:+.3f}; {gap - left:+.3f} of the {gap:.3f}-nat gap closed by the rate)")
+    rival_rate = _rival_rate_note(tables, rival_name.split()[0], cfg)
+    if left <= 0:
+        return "setup", (f"{prefix}; {tried}: {at}: the one rate of App. E's recipe, not the init, is the cause"
+                         + rival_rate)
+    if own.get("climbs"):
+        return "setup", (f"{prefix}; {tried}: {at}, and its training loss still climbs at that rate: the Average "
+                         f"init's recipe beyond the rate (warm-up, schedule){rival_rate}; needs: a longer warm-up")
+    return "disagrees with the paper", (f"{prefix}; {tried}: {at}, and its training loss does not climb there: "
+                                        f"neither the budget nor the rate explains the gap{rival_rate}")
+
+
+def _rival_rate_note(tables, rival_init: str, cfg: RelaxedConfig) -> str:
+    """'; chapter 01's sweep puts <init>'s own best rate at r' where it is not the chapter's rate, else ''."""
+    losses = lr_sweep.start_losses(tables.get("lr_sweep"), rival_init)
+    if not losses:
+        return ""
+    best = min(losses, key=losses.get)
+    return "" if math.isclose(best, cfg.lr) else (f"; chapter 01's sweep puts the recursive {rival_init} init's own "
+                                                  f"best rate at {best:g}, not this one")
+
+
 def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
     """Which rate the relaxed Average runs need, from chapter 01's sweep (lr_sweep) where it tried the Average init:
-    its own best rate there, which may lie above this chapter's (a lower rate does not cure a climb everywhere)."""
+    its own best rate there, which may lie above this chapter's (a lower rate does not cure a climb everywhere).
+    Where the average_rate study ran, what it found instead."""
+    study = tables.get("average_rate")
+    if _own_rate(tables, cfg) is not None:
+        return f"the relaxed Average at {len(study)} peak rates: {_rates_tried(study, cfg)}"
     losses = lr_sweep.start_losses(tables.get("lr_sweep"), "average")
     if not losses:
         return "needs: the relaxed runs at a lower rate"
