@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ from rlib.config import ConfigError, Preset
 from rlib.relaxed import experiments
 from rlib.relaxed.config import RelaxedConfig, RelaxedVariant, main_variants
 
-__all__ = ["CLAIMS", "AverageRateConfig", "at_multiple", "main", "rate_table", "run", "study_variant"]
+__all__ = ["CLAIMS", "AverageRateConfig", "at_multiple", "main", "rate_table", "run", "study_variant",
+           "variant_in_slot"]
 
 MODULE = "rlib.relaxed.average_rate"
 
@@ -84,10 +86,20 @@ def _folder(work: Path, multiple: float) -> Path:
     return Path(work) / f"lr-x{multiple:g}"
 
 
+def variant_in_slot(variant: RelaxedVariant, slot: run_cache.RunSlot, cfg: RelaxedConfig, work: Path
+                    ) -> dict[str, Any]:
+    """The chapter's run (`rlib.relaxed.experiments.variant_in_slot`) without its saved model: the chapter keeps the
+    main relaxed model for its post-training runs, which the study does not train (a model per rate saved for
+    nothing)."""
+    result = experiments.variant_in_slot(variant, slot, cfg, work, teacher_dir=None, chapter01=None)
+    shutil.rmtree(slot.folder / "model", ignore_errors=True)
+    return result
+
+
 def _grid(cfg: RelaxedConfig, work: Path, multiple: float) -> run_cache.Grid:
     scaled, folder = at_multiple(cfg, multiple), _folder(work, multiple)
-    compute = functools.partial(experiments.variant_in_slot, cfg=scaled, work=folder, teacher_dir=None,
-                                chapter01=None)
+    # the function by its module's name, so that it pickles for the workers when this module runs as __main__
+    compute = functools.partial(importlib.import_module(MODULE).variant_in_slot, cfg=scaled, work=folder)
     return run_cache.Grid([study_variant(cfg)], folder, compute, context=(scaled.grid_context(),),
                           modules=experiments.CODE_MODULES, desc=f"Average at lr x{multiple:g}")
 
@@ -156,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         plain = [v for v in variants(cfg) if v.phase == "uptrain" and not (v.kd or v.prefix or v.halved or v.seed)]
         chapter = experiments.run_grid(cfg, work, recursive.load_source(cfg), teacher_dir, runs=plain,
                                        chapter01=chapter01)
-        study = importlib.import_module(MODULE)  # the grid's function must pickle by its module name for the workers
-        results = study.run(cfg, AverageRateConfig.preset(profile), work)
+        results = run(cfg, AverageRateConfig.preset(profile), work)
         return {"runs": relaxed_tables.flat(chapter), "loss_curves": relaxed_tables.training_table(work, chapter),
                 "full_reference": relaxed_tables.full_reference_table(cfg, teacher_dir),
                 "lr_sweep": lr_sweep.summary(lr_sweep.committed(profile), cfg.lr),
