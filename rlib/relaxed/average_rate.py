@@ -8,8 +8,9 @@ the chosen one, and at the chosen rate the relaxed Average model's training loss
 chapter's Average claims (Sec. 3.5's Average over Stepwise, Fig. 4, Fig. 6, Fig. G.1) could not tell the rate from the
 init as the cause of the Average's deficit. This study trains the main relaxed model (Average, SVD LoRA at the
 largest rank) again at multiples of the chapter's rate, everything else equal (same weights, batches, steps, warm-up
-and cosine schedule), and the claims set the Average at the rate chapter 01's validation sweep picks for it against
-its rivals at theirs (`rlib.relaxed.claims`).
+and cosine schedule). The claims set the Average at the rate of lowest *validation* loss among its runs (the chapter's
+included; never the held-out windows they read) against its rivals at the chapter's rate, which chapter 01's sweep
+finds best for the Stepwise and Lower inits (`rlib.relaxed.claims._own_rate_cause`).
 
     study = AverageRateConfig.preset(profile)   # cpu: none; cpu-long: 3x and 10x (3e-3, 1e-2)
     results = run(cfg, study, work)             # the runs at each multiple (the 1x run is the chapter's own)
@@ -55,9 +56,8 @@ class AverageRateConfig(Preset):
 
     PRESETS = {
         "smoke": dict(multipliers=(3.0,)),
-        # cpu: none (chapters 01 + 02 fit issue 23's hour). cpu-long: 3x and 10x, the rate chapter 01's sweep found
-        # best for the recursive Average init (3e-3, its grid's edge on 2026-12-07) and the next decade; two runs of
-        # 48 steps, about 4 min in two workers
+        # cpu: none (chapters 01 + 02 fit issue 23's hour). cpu-long: 3x and 10x, the rate chapter 01's sweep finds
+        # best for the recursive Average init (3e-3; 1e-2 is worse there) and the next one up; two runs of 48 steps
         "cpu": dict(multipliers=()),
         "cpu-long": dict(multipliers=(3.0, 10.0)),
         "gpu": dict(multipliers=(0.4, 3.0)),
