@@ -16,7 +16,7 @@ CFG = RelaxedConfig.preset("smoke")
 
 def test_the_study_config_refuses_1x_repeats_and_bad_multiples():
     assert average_rate.AverageRateConfig.preset("cpu").multipliers == ()
-    assert average_rate.AverageRateConfig.preset("cpu-long").multipliers == (3.0, 10.0)
+    assert average_rate.AverageRateConfig.preset("cpu-long").multipliers == (0.2, 3.0, 10.0)
     for bad in ((1.0,), (3.0, 3.0), (-2.0,), (math.inf,)):
         with pytest.raises(ConfigError, match="multipliers"):
             average_rate.AverageRateConfig(multipliers=bad)

@@ -303,6 +303,11 @@ def test_the_average_at_its_own_rate_tells_the_rate_from_the_init():
     assert "neither the budget nor the rate explains the gap" in stands["evidence"]
     still = _row({**base, "average_rate": _rate_table(own, (3.0, 5.4, 5.5, True))}, claim)
     assert still["diagnosis"] == "setup" and "still climbs at that rate" in still["evidence"]
+    assert "where it does not climb" not in still["evidence"]
+    # a rate where it does not climb is named beside (here a lower one, which learns less in the same steps)
+    calm = _row({**base, "average_rate": _rate_table((0.2, 5.9, 6.2, False), own, (3.0, 5.7, 6.1, True))}, claim)
+    assert calm["diagnosis"] == "setup" and "at its own rate 0.001 (lowest validation loss)" in calm["evidence"]
+    assert "at 0.0002, where it does not climb, it reaches 5.900 (+0.900)" in calm["evidence"]
     # the rate is chosen on validation loss: a rate with the lower held-out NLL but a higher validation loss loses
     chosen = _row({**base, "average_rate": _rate_table(own, (3.0, 4.9, 6.5, False), (10.0, 5.4, 5.5, False))},
                   claim)

@@ -1004,8 +1004,12 @@ def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival_name: str,
         return "setup", (f"{prefix}; {tried}: {at}: the one rate of App. E's recipe, not the init, is the cause"
                          + rival_rate)
     if own.get("climbs"):
+        calm = study[~study["climbs"].astype(bool)] if "climbs" in study.columns else study.iloc[:0]
+        calm_note = "".join(f"; at {r['lr']:g}, where it does not climb, it reaches {r[_nll(cfg)]:.3f} "
+                            f"({r[_nll(cfg)] - rival_1x:+.3f})" for _, r in calm.iterrows())
         return "setup", (f"{prefix}; {tried}: {at}, and its training loss still climbs at that rate: the Average "
-                         f"init's recipe beyond the rate (warm-up, schedule){rival_rate}; needs: a longer warm-up")
+                         f"init's recipe beyond the rate (warm-up, schedule){calm_note}{rival_rate}; needs: a longer "
+                         "warm-up")
     return "disagrees with the paper", (f"{prefix}; {tried}: {at}, and its training loss does not climb there: "
                                         f"neither the budget nor the rate explains the gap{rival_rate}")
 
