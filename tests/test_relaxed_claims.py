@@ -303,7 +303,7 @@ def test_the_average_at_its_own_rate_tells_the_rate_from_the_init():
     stands = _row({**base, "average_rate": _rate_table(own, (3.0, 5.4, 5.5, False))}, claim)
     assert (stands["verdict"], stands["diagnosis"]) == ("not held", "budget")
     assert "(+0.400; +0.200 of the 0.600-nat gap closed by the rate)" in stands["evidence"]
-    assert "and its training loss does not climb there: neither the rate nor the climb explains the gap" in \
+    assert "and its training loss does not climb there; neither the rate nor the climb explains the gap" in \
         stands["evidence"]
     assert "closing 0.100 nats per doubling of the steps, it would close after 6.0 doublings (64x our 256 tokens), " \
         "inside the paper's 15B (26 doublings)" in stands["evidence"] and "short of closing at the paper's 4x" in \
@@ -323,7 +323,7 @@ def test_the_average_at_its_own_rate_tells_the_rate_from_the_init():
     calm = _row({**base, "average_rate": _rate_table((0.2, 5.9, 6.2, False), own, (3.0, 5.7, 6.1, True))}, claim)
     assert calm["diagnosis"] == "budget" and "at its own rate 0.001 (lowest validation loss)" in calm["evidence"]
     assert "at 0.0002 its climb is smallest (+0.00 nats against +6.00 at 0.001) and it reaches 5.900 (+0.900): a " \
-        "smaller climb does not close the gap: neither the rate nor the climb explains the gap" in calm["evidence"]
+        "smaller climb does not close the gap; neither the rate nor the climb explains the gap" in calm["evidence"]
     better = _row({**base, "average_rate": _rate_table((0.2, 5.5, 6.2, False), own, (3.0, 5.7, 6.1, True))}, claim)
     assert better["diagnosis"] == "setup" and "still climbs at that rate" in better["evidence"]
     # the rate is chosen on validation loss: a rate with the lower held-out NLL but a higher validation loss loses

@@ -980,14 +980,15 @@ def _own_rate(tables, cfg: RelaxedConfig) -> pd.Series | None:
 
 
 def _rates_tried(study: pd.DataFrame, cfg: RelaxedConfig) -> str:
-    """'lr: NLL x, validation y[, training loss climbs to z at step s]' per rate of the study, lowest rate first."""
+    """'lr: NLL x, validation y[, training loss climbs to z at step s]' per rate of the study, lowest rate first, ';'
+    between rates."""
     def one(r: pd.Series) -> str:
         own = " (the chapter's)" if r["multiple"] == 1 else ""
         climb = f", training loss climbs to {r['peak_loss']:.1f} at step {int(r['peak_step'])}" if r.get("climbs") \
             else ""
         return f"{r['lr']:g}{own}: NLL {r[_nll(cfg)]:.3f}, validation {r['last_val_loss']:.3f}{climb}"
 
-    return ", ".join(one(r) for _, r in study.sort_values("lr").iterrows())
+    return "; ".join(one(r) for _, r in study.sort_values("lr").iterrows())
 
 
 def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival: tuple[str, float], gap: float,
@@ -1024,10 +1025,10 @@ def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival: tuple[str
         ruled_out = ", and its training loss does not climb there"
     fits, projection = _paper_budget(gap, per_doubling, cfg)
     if fits:
-        return "budget", (f"{budget}, short of closing at the paper's 4x; {start}; {tried}: {at}{ruled_out}: neither "
+        return "budget", (f"{budget}, short of closing at the paper's 4x; {start}; {tried}: {at}{ruled_out}; neither "
                           f"the rate nor the climb explains the gap; {projection}{rival_rate}; needs: every init at "
                           f"{PAPER_LONGER}x-32x the steps")
-    return "disagrees with the paper", (f"{budget}: not budget; {start}; {tried}: {at}{ruled_out}: neither the "
+    return "disagrees with the paper", (f"{budget}: not budget; {start}; {tried}: {at}{ruled_out}; neither the "
                                         f"budget, the rate nor the climb explains the gap; {projection}{rival_rate}")
 
 
