@@ -1059,7 +1059,7 @@ def _rival_rate_note(tables, rival_init: str, cfg: RelaxedConfig) -> str:
 def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
     """Which rate the relaxed Average runs need, from chapter 01's sweep (lr_sweep) where it tried the Average init:
     its own best rate there, which may lie above this chapter's (a lower rate does not cure a climb everywhere).
-    Where the average_rate study ran, what it found instead."""
+    Where the average_rate study ran (cpu-long), what it found instead."""
     study = tables.get("average_rate")
     if _own_rate(tables, cfg) is not None:
         return f"the relaxed Average at {len(study)} peak rates: {_rates_tried(study, cfg)}"
@@ -1073,7 +1073,7 @@ def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
                 "other rates and longer")
     side = "above" if best > cfg.lr else "below"
     return (f"chapter 01's sweep puts the recursive Average's own best rate {side} this one ({at}); needs: the "
-            f"relaxed runs at {best:g}")
+            f"relaxed runs at {best:g} (rlib.relaxed.average_rate, a cpu-long study)")
 
 
 @rules("rrt.s3_5.relaxed_avg_beats_recursive_step", "runs")
