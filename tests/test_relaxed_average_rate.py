@@ -55,3 +55,9 @@ def test_the_rate_table_puts_the_chapters_run_beside_the_studys_with_their_curve
     assert average_rate.rate_table([], chapter, CFG, tmp_path).empty  # no study, no table
     with pytest.raises(ConfigError, match="no average-r"):
         average_rate.rate_table(study, [], CFG, tmp_path)
+
+
+def test_the_command_line_refuses_a_profile_without_the_study_before_any_work(capsys):
+    with pytest.raises(SystemExit) as stop:
+        average_rate.main(["--profile", "cpu"])
+    assert stop.value.code == 2 and "has no runs for this study" in capsys.readouterr().err

@@ -11,7 +11,7 @@ The rate with the lowest mean validation loss over the starts is written into th
 the sweep read the Stepwise and scratch starts only; at the rate they chose the Average init's loss climbed (chapters
 01-02) and the full model got worse on its own uptraining corpus (Table 2).
 
-    python -m rlib.recursive.lr_sweep --profile cpu --lrs 2e-4 1e-3 3e-3 1e-2    # ~21 min, 20 runs, on 2 cores (cpu)
+    python -m rlib.recursive.lr_sweep --profile cpu --lrs 2e-4 1e-3 3e-3 1e-2    # ~22 min, 20 runs, on 2 cores (cpu)
 
 The committed sweep (2026-12-07) tried 1e-2 too, so that each start's own best rate lies inside the grid (the
 Average init's, 3e-3, had been its edge); its other 15 runs, trained again, gave the same losses to the last digit.

@@ -930,8 +930,10 @@ def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: 
     """(diagnosis, evidence) for relaxed Average r=top trailing `rival` (init, rank) by `gap` nats after uptraining.
     Budget where the longer schedule, closing the gap at its measured rate per doubling, would close it by the paper's
     own 4x step (Table I.1); where the rival has no longer run it is held at its 1x NLL, which credits the longer
-    schedule with the most it could close. Otherwise the Average init's climbing training loss (setup), or, where its
-    loss never climbs, a disagreement. `start` tells where the two stood at step 0."""
+    schedule with the most it could close. Otherwise, where the average_rate study trained the Average at other rates
+    (cpu-long), `_own_rate_cause` weighs the rate, the climb and the paper's whole budget; without it the Average
+    init's climbing training loss (setup), or, where its loss never climbs, a disagreement. `start` tells where the
+    two stood at step 0."""
     top, factor = _top(cfg), cfg.long_factor
     avg_long = _longer_nll(tables, cfg, "average", top)
     if avg_long is None:  # no longer run in this profile (cpu): budget, pointing at where it is
@@ -1027,7 +1029,7 @@ def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival: tuple[str
     if fits:
         return "budget", (f"{budget}, short of closing at the paper's 4x; {start}; {tried}: {at}{ruled_out}; neither "
                           f"the rate nor the climb explains the gap; {projection}{rival_rate}; needs: every init at "
-                          f"{PAPER_LONGER}x-32x the steps")
+                          f"{PAPER_LONGER}x-{2 ** math.ceil(gap / per_doubling)}x the steps")
     return "disagrees with the paper", (f"{budget}: not budget; {start}; {tried}: {at}{ruled_out}; neither the "
                                         f"budget, the rate nor the climb explains the gap; {projection}{rival_rate}")
 
