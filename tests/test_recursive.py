@@ -131,6 +131,8 @@ def test_lr_sweep_picks_the_lowest_mean_validation_loss_and_rejects_bad_rates(tm
     assert lr_sweep.best_lr(table) == 1e-3  # means 7.0, 6.75, 7.45: the best over both starts, not either alone
     with pytest.raises(ValueError, match=r"lrs=\[0.0\]"):
         lr_sweep.sweep(RecursiveConfig.preset("smoke"), [0.0], tmp_path)
+    # the runs are keyed on the function that trains them, not on the module's summaries and docstrings
+    assert "def _run(" in lr_sweep.recipe_source() and "def summary(" not in lr_sweep.recipe_source()
     starts = lr_sweep.sweep_variants(RecursiveConfig.preset("cpu"))  # every start the chapter uptrains at this rate
     assert [lr_sweep.start_name(v) for v in starts] == ["stepwise", "average", "lower", "scratch", "full"]
     assert starts[0].name == "recursive-B2-stepwise-s0"

@@ -16,13 +16,15 @@ the sweep read the Stepwise and scratch starts only; at the rate they chose the 
 The committed sweep (2026-12-07) tried 1e-2 too, so that each start's own best rate lies inside the grid (the
 Average init's, 3e-3, had been its edge); its other 15 runs, trained again, gave the same losses to the last digit.
 
-Each run is cached like the chapter's own (`rlib.experiments.run_grid`), so an interrupted sweep resumes.
+Each run is cached like the chapter's own (`rlib.experiments.run_grid`, keyed on the chapter's code and on the one
+function here that trains a point, `recipe_source`), so an interrupted sweep resumes.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,9 +84,17 @@ def sweep(cfg: RecursiveConfig, lrs: list[float], work: Path) -> pd.DataFrame:
         raise ValueError(f"lrs={lrs}: give one or more positive learning rates")
     source = rx.load_source(cfg)
     points = [SweepPoint(v, lr) for v in sweep_variants(cfg) for lr in lrs]
-    rows = experiments.run_grid(points, work, lambda p, slot: _run(p, cfg, source, slot), context=(cfg,),
-                                modules=(*rx.CODE_MODULES, __name__), desc="lr sweep")
+    rows = experiments.run_grid(points, work, lambda p, slot: _run(p, cfg, source, slot),
+                                context=(cfg, recipe_source()), modules=rx.CODE_MODULES, desc="lr sweep")
     return pd.DataFrame(rows)
+
+
+def recipe_source() -> str:
+    """The source of the function that trains a sweep point (`_run`), part of each run's cache key beside the
+    chapter's code (`rlib.recursive.experiments.CODE_MODULES`): what decides a run, while the rest of this module
+    (its summaries and docstrings) keys nothing. Until 2026-12-07 the whole module did, so a docstring edit
+    retrained all 20 runs."""
+    return inspect.getsource(_run)
 
 
 def best_lr(table: pd.DataFrame) -> float:
