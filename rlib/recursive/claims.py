@@ -239,7 +239,7 @@ def _rate(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> str:
     losses = {start: _sweep_losses(tables, start) for start in lr_sweep.summary_starts(sweep)}
     if not any(losses.values()):
         return f"peak rate {cfg.lr:g} (one rate for every start; the paper's 2e-4)"
-    own = {start: min(by_rate, key=by_rate.get) for start, by_rate in losses.items() if by_rate}
+    own = {start: lr_sweep.own_best(sweep, start) for start, by_rate in losses.items() if by_rate}
     apart = [f"{name}'s own best {lr:g}" for name, lr in own.items() if abs(lr - cfg.lr) > 1e-12]
     return (f"peak rate {cfg.lr:g} (chosen on the mean validation loss of the {', '.join(losses)} starts, "
             f"lr_sweep.csv{'; ' + ', '.join(apart) if apart else ''}; the paper's 2e-4)")
@@ -257,7 +257,7 @@ def _rate_is_not_the_cause(tables: Mapping[str, pd.DataFrame], init: str) -> str
     own, scratch = _sweep_losses(tables, init), _sweep_losses(tables, "scratch")
     if not own or not scratch:
         return None
-    best, floor = min(own, key=own.get), min(scratch.values())
+    best, floor = lr_sweep.own_best(tables.get("lr_sweep"), init), min(scratch.values())
     if own[best] <= floor:
         return None
     edge = " (the sweep's edge: a rate beyond it is untried)" if best in (min(own), max(own)) and len(own) > 1 else ""

@@ -146,6 +146,12 @@ def start_losses(summary_table: pd.DataFrame | None, start: str) -> dict[float, 
     return {float(lr): float(v) for lr, v in zip(summary_table["lr"], summary_table[column]) if pd.notna(v)}
 
 
+def own_best(summary_table: pd.DataFrame | None, start: str) -> float | None:
+    """The rate at which `start` reaches its lowest validation loss in a `summary` table; None where it has none."""
+    losses = start_losses(summary_table, start)
+    return min(losses, key=losses.get) if losses else None
+
+
 def summary_starts(summary_table: pd.DataFrame | None) -> list[str]:
     """The starts a `summary` table has columns for, in its order."""
     if summary_table is None:

@@ -1050,12 +1050,10 @@ def _paper_budget(gap: float, per_doubling: float, cfg: RelaxedConfig) -> tuple[
 
 def _rival_rate_note(tables, rival_init: str, cfg: RelaxedConfig) -> str:
     """'; chapter 01's sweep puts <init>'s own best rate at r' where it is not the chapter's rate, else ''."""
-    losses = lr_sweep.start_losses(tables.get("lr_sweep"), rival_init)
-    if not losses:
+    best = lr_sweep.own_best(tables.get("lr_sweep"), rival_init)
+    if best is None or math.isclose(best, cfg.lr):
         return ""
-    best = min(losses, key=losses.get)
-    return "" if math.isclose(best, cfg.lr) else (f"; chapter 01's sweep puts the recursive {rival_init} init's own "
-                                                  f"best rate at {best:g}, not this one")
+    return f"; chapter 01's sweep puts the recursive {rival_init} init's own best rate at {best:g}, not this one"
 
 
 def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
@@ -1068,7 +1066,7 @@ def _average_rate_need(tables, cfg: RelaxedConfig) -> str:
     losses = lr_sweep.start_losses(tables.get("lr_sweep"), "average")
     if not losses:
         return "needs: the relaxed runs at a lower rate"
-    best = min(losses, key=losses.get)
+    best = lr_sweep.own_best(tables.get("lr_sweep"), "average")
     at = ", ".join(f"{v:.3f} at {lr:g}" for lr, v in losses.items())
     if math.isclose(best, cfg.lr):
         return (f"chapter 01's sweep finds this rate the recursive Average's best ({at}); needs: the relaxed runs at "
