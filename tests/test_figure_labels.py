@@ -125,6 +125,15 @@ def _relaxed_curves() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _budget() -> pd.DataFrame:
+    """A longer_budget table (rlib.relaxed.budget_study): three models at up to four steps factors."""
+    nll = {("stepwise", 0): (6.39, 5.97, 5.6, 5.3), ("average", 64): (7.21, 6.61, 6.2, 5.9),
+           ("lower", 64): (6.42, 6.0, 5.7)}
+    rows = [(i, r, f, v) for (i, r), values in nll.items() for f, v in zip((1, 2, 4, 8), values)]
+    return pd.DataFrame([{"init": i, "rank": r, "steps_factor": f, "tokens": 24576 * f,
+                          "after nll[gutenberg-poetry]": v} for i, r, f, v in rows])
+
+
 def _post_seeds() -> pd.DataFrame:
     """`rlib.relaxed.post_seeds.seeds_table`'s shape: Agg and Agg+KD on new and overlapped tokens, five seeds."""
     rng = np.random.default_rng(0)
@@ -270,6 +279,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             "Quality against LoRA rank after uptraining (B=2)"),
         "rlib.relaxed.plots.plot_training_loss": lambda: p02.plot_training_loss(
             _relaxed_curves(), 144, "Training loss, recursive vs relaxed r=144 (Fig. G.1)"),
+        "rlib.relaxed.plots.plot_budget": lambda: p02.plot_budget(
+            _budget(), "after nll[gutenberg-poetry]", "Held-out NLL against the uptraining budget (Table I.1)"),
         "rlib.relaxed.plots.plot_exits": lambda: p02.plot_exits(
             csv("02", "early_exit"), 2, "Static-exit NLL per loop after each schedule"),
         "rlib.relaxed.plots.plot_post_seeds": lambda: p02.plot_post_seeds(

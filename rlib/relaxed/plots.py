@@ -4,6 +4,7 @@
     plot_relaxation     held-out perplexity after uptraining against non-embedding parameters, per init and LoRA init
     plot_rank_sweep     held-out perplexity after uptraining against LoRA rank (log axis, full rank marked), per init
     plot_training_loss  training loss of the recursive (r=0) and relaxed (high rank) models per init (Fig. G.1)
+    plot_budget         held-out NLL against uptraining tokens (1x ... 8x the steps), per model, the paper's 4x marked
     plot_exits          static-exit NLL of each loop after each early-exit schedule
     plot_post_seeds     App. J's seed-paired changes (KD, overlapped tokens) with their intervals and the paper's values
     plot_throughput     measured (engine) and simulated (paper's model) tokens per second
@@ -22,8 +23,8 @@ from rlib import looping
 from rlib.plotting import PALETTE, grouped_bars, loop_colours, new_figure, plot_training_curves
 from rlib.relaxed.throughput import OWN_OUTPUT_ORACLE
 
-__all__ = ["plot_exits", "plot_pass_times", "plot_post_seeds", "plot_rank_sweep", "plot_relaxation", "plot_step0",
-           "plot_step_time", "plot_throughput", "plot_training_loss"]
+__all__ = ["plot_budget", "plot_exits", "plot_pass_times", "plot_post_seeds", "plot_rank_sweep", "plot_relaxation",
+           "plot_step0", "plot_step_time", "plot_throughput", "plot_training_loss"]
 
 
 def _init_colours(inits) -> dict[str, tuple]:
@@ -106,6 +107,31 @@ def plot_training_loss(curves: pd.DataFrame, rank: int | None, title: str) -> Fi
     colours = _init_colours(list(colour_of.values()))
     return plot_training_curves(curves, labels, title, colour_of={k: colours[v] for k, v in colour_of.items()},
                                 dashed=dashed, log_y=True)
+
+
+def plot_budget(table: pd.DataFrame, metric: str, title: str) -> Figure:
+    """`rlib.relaxed.budget_study.budget_table`: `metric` (held-out NLL after uptraining) against the tokens seen,
+    one line per (init, rank), recursive models dashed; the paper's own longer step (Table I.1: 4x the 1x budget)
+    marked, so the gap at 4x is read where it was measured."""
+    fig, ax = new_figure(6.4, 3.8)
+    colours = _init_colours(list(dict.fromkeys(table["init"])))
+    for (init, rank), rows in table.sort_values("tokens").groupby(["init", "rank"], sort=False):
+        label = f"{init}, recursive" if rank == 0 else f"{init}, relaxed r={rank}"
+        ax.plot(rows["tokens"], rows[metric], marker="o", color=colours[init], label=label,
+                linestyle="--" if rank == 0 else "-")
+    base = float(table.loc[table["steps_factor"] == 1, "tokens"].min())
+    ax.set_xscale("log", base=2)
+    factors = sorted(int(f) for f in table["steps_factor"].unique())
+    ax.set_xticks([base * f for f in factors], [f"{f}x\n{base * f / 1e3:g}k" for f in factors])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.axvline(base * 4, color="0.5", linestyle=":", linewidth=1)
+    ax.annotate("the paper's 4x (15B -> 60B)", (base * 4, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
+                textcoords="offset points", ha="left", va="top", fontsize=7, color="0.4")
+    ax.set_xlabel("uptraining steps (x the chapter's) and tokens")
+    ax.set_ylabel("held-out NLL after uptraining (nats)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
 
 
 def plot_relaxation(table: pd.DataFrame, metric: str, title: str) -> Figure:
