@@ -13,6 +13,7 @@ paper 000, Sec. 2.3-2.4 and 3.5-3.8; Appendices C, G, H, I, J, K).
                   (python -m rlib.relaxed.average_rate)
     budget_study  the main models at 4x and 8x the steps and Fig. 6's rival at 2x and 4x: the gap at the paper's own
                   longer step measured (python -m rlib.relaxed.budget_study)
+    plain_runs    the chapter's plainly uptrained runs and the tables the Average-gap claims read, for those studies
     post_seeds    App. J / Table J.1's post-training over seeds, on new and overlapped tokens: the paired changes that
                   judge self-KD's loop-1 lift and "overlapped vs new data" (python -m rlib.relaxed.post_seeds)
     tables        Fig. 6 / 7 / G.1-G.3, Table G.2, Tables 3 / J.1, Table I.1

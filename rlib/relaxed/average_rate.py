@@ -150,31 +150,15 @@ def rate_table(results: list[dict[str, Any]], chapter_results: list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlib.recursive import experiments as recursive
-    from rlib.recursive import lr_sweep
-    from rlib.recursive.config import RecursiveConfig
-    from rlib.relaxed import claims
-    from rlib.relaxed import tables as relaxed_tables
-    from rlib.relaxed.config import variants
+    from rlib.relaxed import claims, plain_runs
     from rlib.study_cli import run_study
 
     def tables(profile: str) -> dict[str, pd.DataFrame]:
-        from rlib.config import runs_profile
-
-        cfg = RelaxedConfig.preset(profile)
-        grids = runs_profile(profile)
-        work = recursive.work_dir(grids, cfg.model, experiments.CHAPTER)
-        teacher_dir = recursive.teacher_dir(grids, cfg.model)
-        chapter01 = (RecursiveConfig.preset(profile).override(model=cfg.model), recursive.work_dir(grids, cfg.model))
         # the chapter's plainly uptrained runs (the claims' rivals; cached where the chapter ran), then the study's
-        plain = [v for v in variants(cfg) if v.phase == "uptrain" and not (v.kd or v.prefix or v.halved or v.seed)]
-        chapter = experiments.run_grid(cfg, work, recursive.load_source(cfg), teacher_dir, runs=plain,
-                                       chapter01=chapter01)
-        results = run(cfg, AverageRateConfig.preset(profile), work)
-        return {"runs": relaxed_tables.flat(chapter), "loss_curves": relaxed_tables.training_table(work, chapter),
-                "full_reference": relaxed_tables.full_reference_table(cfg, teacher_dir),
-                "lr_sweep": lr_sweep.summary(lr_sweep.committed(profile), cfg.lr),
-                "average_rate": rate_table(results, chapter, cfg, work)}
+        runs = plain_runs.load(profile)
+        cfg, work = runs.cfg, runs.work
+        rates = rate_table(run(cfg, AverageRateConfig.preset(profile), work), runs.results, cfg, work)
+        return plain_runs.average_gap_tables(runs, profile, rates)
 
     def judge(written, profile: str) -> pd.DataFrame:
         return claims.judge(dict(written), RelaxedConfig.preset(profile), profile).finish()
