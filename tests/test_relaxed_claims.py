@@ -423,6 +423,20 @@ def test_the_longer_budget_study_measures_the_papers_4x_and_extrapolates_from_th
     assert "; at 2x 4.700, 4x 4.500, 8x 4.300" in longer["measured"]
 
 
+def test_the_gaps_closing_is_fitted_where_the_rival_ran_too():
+    """A rival held at its last NLL past its runs credits the longer schedule with the most it could close: fine for
+    the bound at the paper's 4x, but the closing rate is fitted over the factors where both ran, where two or more
+    are (else over all, the rival held at 1x)."""
+    from rlib.relaxed.claims import _Budget
+
+    partly = _Budget({1: 0.8, 2: 0.6, 4: 0.5, 8: 0.3}, (8,), "")
+    assert partly.fitted() == [1, 2, 4] and list(partly.closing()) == [(1, 2), (2, 4)]
+    assert partly.closing()[(2, 4)] == pytest.approx(0.1)
+    never = _Budget({1: 0.8, 2: 0.6, 4: 0.5}, (2, 4), "")
+    assert never.fitted() == [1, 2, 4]
+    assert partly.at(4) == (0.5, True) and never.at(8) == (pytest.approx(0.4), False)  # past 4x: the last doubling
+
+
 # (model, phase, exit) -> (NLL loop 1, NLL loop 2)
 EXITS = {("recursive", "uptrain", "none"): (7.0, 6.0), ("recursive", "post", "none"): (6.8, 6.02),
          ("recursive", "post", "weighted"): (6.1, 6.05), ("recursive", "post", "aggressive"): (6.2, 6.01),
@@ -959,7 +973,8 @@ def test_the_promoted_cpu_long_tables_give_the_cpu_long_verdicts():
         avg_step["evidence"]
     assert "at 0.0002 its climb is smallest (+0.14 nats against +2.36 at 0.001) and it reaches 7.325 (+0.933)" in \
         avg_step["evidence"]
-    assert "fitted over the 1 doubling measured (1x -> 2x; closed per doubling: 1x -> 2x +0.174)" in avg_step["evidence"]
+    assert "fitted over the 1 doubling measured (1x -> 2x; closed per doubling: 1x -> 2x +0.174)" in \
+        avg_step["evidence"]
     # Fig. 4 and Fig. 6 read the same way (2026-12-07): Fig. 4's main rank against the recursive model's 2x run,
     # Fig. 6's rival (Lower r=64) without a 2x run held at its 1x NLL
     assert table.loc["rrt.fig4.relaxed_interpolates_to_full", "diagnosis"] == "budget"

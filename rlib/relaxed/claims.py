@@ -950,9 +950,16 @@ class _Budget:
     held: tuple[int, ...]  # the factors where the rival has no run of its own
     text: str  # what was measured, for the evidence
 
+    def fitted(self) -> list[int]:
+        """The factors a fit of the gap's closing reads: those where the rival ran too, where there are two or more;
+        else every factor (the rival held at 1x: the most the longer schedule could close)."""
+        both = [f for f in sorted(self.gaps) if f not in self.held]
+        return both if len(both) > 1 else sorted(self.gaps)
+
     def closing(self) -> dict[tuple[int, int], float]:
-        """{(a, b): nats closed per doubling of the steps from a x to b x} for each pair of neighbouring factors."""
-        f = sorted(self.gaps)
+        """{(a, b): nats closed per doubling of the steps from a x to b x} for each pair of neighbouring `fitted`
+        factors."""
+        f = self.fitted()
         return {(a, b): (self.gaps[a] - self.gaps[b]) / math.log2(b / a) for a, b in zip(f, f[1:])}
 
     @property
@@ -1097,19 +1104,21 @@ def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival: tuple[str
 
 def _paper_budget(budget: _Budget, cfg: RelaxedConfig, noise: _Noise) -> tuple[bool, str, int]:
     """(whether the gap could close within the paper's 15B uptraining tokens; the sentence saying so; the
-    power-of-two steps factor where the fitted line closes it, 0 where not within that budget): the gap against log2 of
-    the steps factor, fitted by least squares over every factor measured (`budget`), extended log-linearly. Each gap
-    is a difference of two single-seed runs, so the closing rate's 95 % interval takes the measured uptraining seed
-    s.d. (`noise`) on each run as independent; the gap cannot close in time only where even the interval's top is
-    below the rate the paper's budget needs (without a measured seed s.d., the fitted rate alone decides)."""
+    power-of-two steps factor where the fitted line closes it, 0 where not within that budget): the gap against
+    log2 of the steps factor, fitted by least squares over the factors measured (`_Budget.fitted`), extended
+    log-linearly. Each gap is a difference of two single-seed runs, so the closing rate's 95 % interval takes the
+    measured uptraining seed s.d. (`noise`) on each run as independent; the gap cannot close in time only where even
+    the interval's top is below the rate the paper's budget needs (without a measured seed s.d., the fitted rate
+    alone decides)."""
     ours = cfg.steps * cfg.batch_size * cfg.seq_len
     room = math.log2(PAPER_UPTRAIN_TOKENS / ours)
-    x = np.log2(np.array(sorted(budget.gaps), dtype=float))
-    y = np.array([budget.gaps[f] for f in sorted(budget.gaps)])
+    factors = budget.fitted()
+    x = np.log2(np.array(factors, dtype=float))
+    y = np.array([budget.gaps[f] for f in factors])
     slope, start = np.polyfit(x, y, 1)
     rate, needed = float(-slope), float(start) / room  # nats closed per doubling; what closing by 15B asks
     each = ", ".join(f"{a}x -> {b}x {c:+.3f}" for (a, b), c in budget.closing().items())
-    fitted = (f"fitted over the {len(x) - 1} doubling{'s' if len(x) > 2 else ''} measured (1x -> {budget.last}x; "
+    fitted = (f"fitted over the {len(x) - 1} doubling{'s' if len(x) > 2 else ''} measured (1x -> {factors[-1]}x; "
               f"closed per doubling: {each}), the gap closes {rate:+.3f} nats per doubling of the steps")
     if noise.sd is not None:
         half = 1.96 * math.sqrt(2) * noise.sd / math.sqrt(float(((x - x.mean()) ** 2).sum()))
