@@ -962,32 +962,37 @@ def test_the_promoted_cpu_long_tables_give_the_cpu_long_verdicts():
     assert (table.loc["rrt.tabJ1.weighted_overemphasizes_loop1", "verdict"],
             table.loc["rrt.tabJ1.weighted_overemphasizes_loop1", "diagnosis"]) == ("not held", "budget")
     assert table.loc["rrt.fig6b.avg_lower_gain_from_relaxation", "verdict"] == "held"  # 0.295 / 0.143 > 0.116
-    # §3.5's relaxed Average behind Stepwise: 2x the steps for both closes 0.174 of the 0.814-nat gap, short of the
-    # paper's 4x step; the average_rate study (2026-12-07) finds the chapter's rate the Average's best of 2e-4 ... 1e-2
-    # on validation, and at 2e-4, where its loss barely climbs, it is further behind: neither the rate nor the climb;
-    # the gap would close in 4.7 doublings of the steps, inside the paper's 15B tokens (setup until then)
+    # §3.5's relaxed Average behind Stepwise: the longer_budget study (2026-12-07) measures the gap at 2x / 4x / 8x the
+    # steps, +0.640 / +0.683 / +0.679: at the paper's own 4x it is +0.683, not the +0.466 the one 2x doubling had
+    # extrapolated; the average_rate study rules out the rate and the climb; fitted over the three doublings the gap
+    # closes +0.036 nats per doubling, short of the +0.039 the paper's 15B would ask, inside the seed noise: budget,
+    # the runs cannot tell
     avg_step = table.loc["rrt.s3_5.relaxed_avg_beats_recursive_step"]
     assert (avg_step["verdict"], avg_step["diagnosis"]) == ("not held", "budget")
-    assert "closes 0.174 of the 0.814-nat gap (21%)" in avg_step["evidence"]
+    assert "a gap of +0.814 / +0.640 / +0.683 / +0.679" in avg_step["evidence"]
+    assert "it stands at +0.683 (measured)" in avg_step["evidence"]
     assert "at its own rate 0.001 (lowest validation loss) it reaches 7.206 against stepwise r=0's 6.392" in \
         avg_step["evidence"]
     assert "at 0.0002 its climb is smallest (+0.14 nats against +2.36 at 0.001) and it reaches 7.325 (+0.933)" in \
         avg_step["evidence"]
-    assert "fitted over the 1 doubling measured (1x -> 2x; closed per doubling: 1x -> 2x +0.174)" in \
-        avg_step["evidence"]
-    # Fig. 4 and Fig. 6 read the same way (2026-12-07): Fig. 4's main rank against the recursive model's 2x run,
-    # Fig. 6's rival (Lower r=64) without a 2x run held at its 1x NLL
+    assert "the gap closes +0.036 nats per doubling of the steps (95 % interval [-0.108, +0.180]" in \
+        avg_step["evidence"] and "needs +0.039 per doubling: the fitted rate falls short, but the interval reaches " \
+        "it: the runs cannot tell" in avg_step["evidence"]
+    # Fig. 4 reads the same gap; Fig. 6's rival (Lower r=64) ran at 2x and 4x, held at its 4x NLL at 8x
     assert table.loc["rrt.fig4.relaxed_interpolates_to_full", "diagnosis"] == "budget"
-    assert "lower r=64 6.415 / 6.415*" in table.loc["rrt.fig6.average_best_with_lora", "evidence"]
+    fig6 = table.loc["rrt.fig6.average_best_with_lora"]
+    assert fig6["diagnosis"] == "budget" and "lower r=64 6.415 / 5.966 / 5.694 / 5.694*" in fig6["evidence"]
+    assert "it stands at +0.577 (measured)" in fig6["evidence"] and "fitted over the 2 doublings measured (1x -> 4x" \
+        in fig6["evidence"] and "at this rate it closes after 7.3 doublings" in fig6["evidence"]
     # cpu-long judges every claim
     assert set(table.index[table["verdict"] == "not measured"]) == set()
     assert table.loc["rrt.tabI1.longer_uptraining_helps", "measured"].startswith(
-        "recursive stepwise r=0: 6.392 -> 5.966 at 2x steps")
+        "recursive stepwise r=0: 6.392 -> 5.587 at 4x steps")  # the paper's 4x, measured since 2026-12-07
     # Table K.1's rank cost on 7 interleaved timing rounds, and K.2's throughput with App. K's oracle read on the
     # corpus's paragraphs (since 2026-12-06)
     rank_cost = table.loc["rrt.tabK1_K2.lora_cost_and_rank_tradeoff", "measured"]
-    assert "r=16 +42.2% [+38.1%, +57.0%], r=64 +51.8% [+50.3%, +54.2%]" in rank_cost
-    assert "cdb oracle tok/s r=16 178.0, r=64 173.6, recursive 322.2" in rank_cost
+    assert "r=16 +42.0% [+37.5%, +47.6%], r=64 +52.2% [+46.2%, +56.7%]" in rank_cost
+    assert "cdb oracle tok/s r=16 176.9, r=64 173.8, recursive 323.4" in rank_cost
 
 
 def context_rounds(gaps: list[float]) -> pd.DataFrame:
