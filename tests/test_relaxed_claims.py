@@ -421,6 +421,8 @@ def test_the_longer_budget_study_measures_the_papers_4x_and_extrapolates_from_th
     longer = _row({**base, "longer_budget": slowing}, "rrt.tabI1.longer_uptraining_helps")
     assert longer["measured"].startswith("recursive stepwise r=0: 5.000 -> 4.500 at 4x steps (-0.500")
     assert "; at 2x 4.700, 4x 4.500, 8x 4.300" in longer["measured"]
+    ours = _row({**base, "longer_budget": slowing}, "rrt.tabI1.longer_uptraining_helps.ours")  # the relaxed model's
+    assert ours["verdict"] == "held" and ours["measured"].startswith("relaxed average r=16: 5.600 -> 4.900 at 4x")
 
 
 def test_the_gaps_closing_is_fitted_where_the_rival_ran_too():
