@@ -1016,9 +1016,10 @@ def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: 
     left, measured = budget.at(PAPER_LONGER)
     closed = gap - budget.gaps[budget.last]
     how = "measured" if measured else "at the measured rate per doubling"
-    text = (f"{budget.text}: {budget.last}x the budget closes {closed:.3f} of the {gap:.3f}-nat gap ({closed / gap:.0%}"
-            f"), and at the paper's own {PAPER_LONGER}x budget step (Table I.1, 15B -> 60B tokens) it stands at "
-            f"{left:+.3f} ({how})")
+    most = "at most " if budget.last in budget.held else ""  # the rival held past its runs: a bound
+    text = (f"{budget.text}: {budget.last}x the budget closes {most}{closed:.3f} of the {gap:.3f}-nat gap "
+            f"({closed / gap:.0%}), and at the paper's own {PAPER_LONGER}x budget step (Table I.1, 15B -> 60B tokens) "
+            f"it stands at {left:+.3f} ({how})")
     needs = [f"{rival_name} at {', '.join(f'{f}x' for f in budget.held)}"] if budget.held else []
     if not (measured and PAPER_LONGER not in budget.held):
         needs.append(f"every init at {PAPER_LONGER}x steps")
@@ -1129,6 +1130,8 @@ def _paper_budget(budget: _Budget, cfg: RelaxedConfig, noise: _Noise) -> tuple[b
     else:
         fitted += f" ({noise.phrase}: no interval)"
         top = rate
+    if start <= 0:  # the fitted line starts closed: nothing left for the paper's budget to close
+        return True, f"{fitted}; the fitted gap at 1x is {start:+.3f}, closed already", 0
     asks = (f"closing the fitted {start:+.3f} at 1x within the paper's 15B ({room:.0f} doublings of our {ours:,} "
             f"tokens) needs {needed:+.3f} per doubling")
     until = 2 ** math.ceil(round(float(start) / rate, 6)) if rate >= needed and rate > 0 else 0
