@@ -19,7 +19,7 @@ LONG = RelaxedConfig.preset("cpu-long")
 def test_the_study_config_refuses_1x_repeats_and_fractions():
     assert budget_study.BudgetStudyConfig.preset("cpu").empty
     study = budget_study.BudgetStudyConfig.preset("cpu-long")
-    assert (study.factors, study.rival_factors) == ((4, 8), (2, 4))
+    assert (study.factors, study.rival_factors) == ((4, 8), (2, 4, 8))
     for bad in ((1,), (4, 4), (2.5,), (0,), (True,)):
         with pytest.raises(ConfigError, match="factors"):
             budget_study.BudgetStudyConfig(factors=bad, rival_factors=())
@@ -49,7 +49,7 @@ def test_the_runs_are_the_chapters_main_models_and_its_best_other_relaxed_init_a
     runs = budget_study.study_runs(LONG, budget_study.BudgetStudyConfig.preset("cpu-long"), "lower")
     assert [v.name for v in runs] == ["stepwise-r0-x4-s0", f"average-r{top}-svd-x4-s0", "stepwise-r0-x8-s0",
                                       f"average-r{top}-svd-x8-s0", f"lower-r{top}-svd-x2-s0",
-                                      f"lower-r{top}-svd-x4-s0"]
+                                      f"lower-r{top}-svd-x4-s0", f"lower-r{top}-svd-x8-s0"]
     # the chapter's own longer runs are these runs under the same keys: the same variants, only steps_factor set
     chapter_long = {v for v in variants(LONG) if v.steps_factor > 1 and not v.kd}
     assert chapter_long <= {dataclasses.replace(v, steps_factor=LONG.long_factor) for v in runs}
