@@ -11,7 +11,7 @@ paper 000, Sec. 2.3-2.4 and 3.5-3.8; Appendices C, G, H, I, J, K).
     longer_study  Table I.1's longer uptraining alone (python -m rlib.relaxed.longer_study)
     average_rate  the main relaxed model at other peak rates: App. E's one rate weighed for the Average init
                   (python -m rlib.relaxed.average_rate)
-    budget_study  the main models at 4x and 8x the steps and Fig. 6's rival at 2x and 4x: the gap at the paper's own
+    budget_study  the main models at 4x and 8x the steps and Fig. 6's rival at 2x, 4x and 8x: the gap at the paper's own
                   longer step measured (python -m rlib.relaxed.budget_study)
     plain_runs    the chapter's plainly uptrained runs and the tables the Average-gap claims read, for those studies
     post_seeds    App. J / Table J.1's post-training over seeds, on new and overlapped tokens: the paired changes that
