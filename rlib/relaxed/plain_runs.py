@@ -22,7 +22,7 @@ __all__ = ["PlainRuns", "average_gap_tables", "load"]
 @dataclass(frozen=True)
 class PlainRuns:
     """The chapter's config, work folder, source model, chapter 01's full model (Fig. 4's reference) and config, and
-    the results of its plainly uptrained runs (no exits, distillation, prefix, halved group or other seed)."""
+    the results of its plainly uptrained runs, distilled or not (no exits, prefix, halved group or other seed)."""
 
     cfg: RelaxedConfig
     work: Path
@@ -33,8 +33,8 @@ class PlainRuns:
 
 
 def load(profile: str) -> PlainRuns:
-    """Train (or read back from the chapter's run cache) the chapter's plainly uptrained runs, its longer ones
-    included."""
+    """Train (or read back from the chapter's run cache) the chapter's plainly uptrained runs, its longer and
+    distilled ones included."""
     from rlib.config import runs_profile
     from rlib.recursive import experiments as recursive
     from rlib.recursive.config import RecursiveConfig
@@ -47,7 +47,8 @@ def load(profile: str) -> PlainRuns:
     teacher_dir = recursive.teacher_dir(grids, cfg.model)
     chapter01 = (RecursiveConfig.preset(profile).override(model=cfg.model), recursive.work_dir(grids, cfg.model))
     source = recursive.load_source(cfg)
-    plain = [v for v in variants(cfg) if v.phase == "uptrain" and not (v.kd or v.prefix or v.halved or v.seed)]
+    # plain uptraining, with and without distillation (Fig. 4 reads the longer + KD run)
+    plain = [v for v in variants(cfg) if v.phase == "uptrain" and not (v.prefix or v.halved or v.seed)]
     results = experiments.run_grid(cfg, work, source, teacher_dir, runs=plain, chapter01=chapter01)
     return PlainRuns(cfg, work, source, teacher_dir, chapter01, results)
 
