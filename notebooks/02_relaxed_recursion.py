@@ -225,8 +225,9 @@ if rate_study.multipliers:
 # The `cpu-long` grid's one longer run (2x) can only be extrapolated to the paper's own longer step, 4x the tokens
 # (15B -> 60B, Table I.1). So the main recursive and relaxed models train again at 4x and 8x the steps, and Fig. 6's
 # rival (the best relaxed init other than Average at the same rank) at 2x, 4x and 8x, each under the same recipe and
-# through the chapter's own run cache (`budget_study`; `cpu-long`). The claims above read the gap at 4x where it was
-# measured, and project the rest from the last doubling measured.
+# through the chapter's own run cache (`budget_study`; `cpu-long`). The claims at the chapter's end read the gap at 4x
+# where it was measured, and fit its closing per doubling over every factor measured, with an interval from the
+# uptraining seed noise, to ask whether the paper's 15B tokens could close it.
 
 # %%
 budget = budget_study.BudgetStudyConfig.preset(profile)
