@@ -961,7 +961,11 @@ class _Budget:
         """{(a, b): nats closed per doubling of the steps from a x to b x} for each pair of neighbouring `fitted`
         factors."""
         f = self.fitted()
-        return {(a, b): (self.gaps[a] - self.gaps[b]) / math.log2(b / a) for a, b in zip(f, f[1:])}
+        return {(a, b): self._per_doubling(a, b) for a, b in zip(f, f[1:])}
+
+    def _per_doubling(self, a: int, b: int) -> float:
+        """Nats the gap closes per doubling of the steps from a x to b x."""
+        return (self.gaps[a] - self.gaps[b]) / math.log2(b / a)
 
     @property
     def last(self) -> int:
@@ -975,8 +979,7 @@ class _Budget:
         f = sorted(self.gaps)
         below, above = [x for x in f if x < factor], [x for x in f if x > factor]
         a, b = (below[-1], above[0]) if below and above else (f[-2], f[-1])
-        per = (self.gaps[a] - self.gaps[b]) / math.log2(b / a)
-        return self.gaps[a] - per * math.log2(factor / a), False
+        return self.gaps[a] - self._per_doubling(a, b) * math.log2(factor / a), False
 
 
 def _budget(tables, cfg: RelaxedConfig, rival: tuple[str, int]) -> _Budget | None:
