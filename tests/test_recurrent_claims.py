@@ -523,7 +523,8 @@ def test_cpu_long_extends_chapter_4_under_the_same_keys():
     assert {(r.task, r.block, r.epochs, r.lr) for r in tuned} == {
         ("copy", block, 15, lr) for block in ("recurrent", "transformer") for lr in (3e-3, 1e-2)}
     assert len({r.name for r in tuned}) == 4 and not any(r.tuned for r in task_runs(CPU))
-    assert CPU.lm_lrs == long.lm_lrs == long.ablation_lrs == (1e-3, 3.16e-3, 1e-2)  # App. D.1's released sweep
+    # App. D.1's released sweep and one half-decade above it (ours: every shape chose the released top)
+    assert CPU.lm_lrs == long.lm_lrs == long.ablation_lrs == (1e-3, 3.16e-3, 1e-2, 3.16e-2)
     assert {r.name for r in lm_tuning_runs(CPU)} < {r.name for r in lm_tuning_runs(long)}
     rates = {shape: 3.16e-3 for shape in table1_shapes(long)}
     short = {r.name for r in lm_runs(CPU, rates)}

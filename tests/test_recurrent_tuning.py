@@ -11,7 +11,7 @@ import pytest
 
 from rlib.recurrent import claims, experiments, tables
 from rlib.recurrent.config import LMRun, RecurrentConfig
-from rlib.recurrent.tuning import chosen_rates, mark_table1, tuning_table
+from rlib.recurrent.tuning import RELEASED_LRS, chosen_rates, describe_grid, mark_table1, tuning_table
 
 GRID = (1e-3, 3.16e-3, 1e-2)
 CPU = RecurrentConfig.preset("cpu")
@@ -94,13 +94,35 @@ def test_table_1_evidence_names_the_tuned_rates_and_keeps_the_diagnosis_off_setu
                                                     ("recurrent", "deep", 4, 128, 1e-2),
                                                     ("transformer", "shallow", 2, 176, 3.16e-3),
                                                     ("recurrent", "shallow", 2, 176, 3.16e-3)) for lr in GRID])
-    judged = claims.judge({"language_models": _lm_table(None), "lm_tuning": tuning}, CPU, "cpu").finish()
+    released = CPU.override(lm_lrs=GRID)
+    judged = claims.judge({"language_models": _lm_table(None), "lm_tuning": tuning}, released, "cpu").finish()
     row = judged.set_index("id").loc[claim]
     assert (row["verdict"], row["diagnosis"]) == ("not held", "budget")
     assert ("tuned as App. D.1 does, on seed 0's final validation NLL over 0.001 / 0.00316 / 0.01 (the released "
             "sweep) with a 40 % warm-up (as in the released config)") in row["evidence"]
     assert "chosen T L 4 D 128 0.00316; RT L 4 D 128 0.01;" in row["evidence"]
-    assert "at the grid's edge for 1 of 4 shapes" in row["evidence"]
+    assert "at the grid's edge for 1 of 4 shapes, so their best rate may lie beyond the paper's grid" in row["evidence"]
+    # the cpu preset's grid reaches above the released sweep: the evidence says which rate is ours
+    wider = pd.DataFrame([{"block": b, "depth": d, "n_layers": n, "d_model": w, "lr": lr, "val_loss": 5.0,
+                           "test_nll": 5.0, "chosen": lr == best, "at_edge": lr == best == 3.16e-2}
+                          for b, d, n, w, best in (("transformer", "deep", 4, 128, 1e-2),
+                                                   ("recurrent", "deep", 4, 128, 3.16e-2),
+                                                   ("transformer", "shallow", 2, 176, 1e-2),
+                                                   ("recurrent", "shallow", 2, 176, 3.16e-3))
+                          for lr in (*GRID, 3.16e-2)])
+    row = claims.judge({"language_models": _lm_table(None), "lm_tuning": wider}, CPU, "cpu").finish().set_index(
+        "id").loc[claim]
+    assert "over 0.001 / 0.00316 / 0.01 (the released sweep) and 0.0316 (ours) with a 40 % warm-up" in row["evidence"]
+    assert "RT L 4 D 128 0.0316" in row["evidence"]
+    assert "at the grid's edge for 1 of 4 shapes, so their best rate may lie beyond this grid" in row["evidence"]
+
+
+def test_describe_grid_names_the_released_sweep_and_ours():
+    assert describe_grid(GRID) == "0.001 / 0.00316 / 0.01 (the released sweep)"
+    assert describe_grid((3.16e-2, *GRID)) == "0.001 / 0.00316 / 0.01 (the released sweep) and 0.0316 (ours)"
+    assert describe_grid((1e-2, 3e-2)) == "0.01 (the released sweep, less 0.001 / 0.00316) and 0.03 (ours)"
+    assert describe_grid((5e-4,)) == "no rate of the released sweep (0.001 / 0.00316 / 0.01) and 0.0005 (ours)"
+    assert RELEASED_LRS == GRID
 
 
 def test_an_untuned_table_names_its_one_rate():

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rlib.book.claims import ClaimSpec, Ledger
+from rlib.recurrent import tuning as tuning_grid
 from rlib.recurrent.config import RecurrentConfig, alibi_slopes
 from rlib.recurrent.table2 import PAPER_TABLE2_MS
 from rlib.recurrent.tables import MAD_BASELINE, MAD_STEPS
@@ -481,12 +482,13 @@ def _lr_text(tables: Mapping[str, pd.DataFrame], cfg: RecurrentConfig) -> tuple[
                           f"{row.lr:g}" for row in chosen.itertuples())
         edge = chosen[chosen["at_edge"].astype(str) == "True"]
         text = (f"each shape's learning rate is tuned as App. D.1 does, on seed {cfg.lm_seeds[0]}'s final validation "
-                f"NLL over {' / '.join(f'{lr:g}' for lr in cfg.lm_lrs)} (the released sweep) with {warmup} "
+                f"NLL over {tuning_grid.describe_grid(cfg.lm_lrs)} with {warmup} "
                 f"({'as in' if math.isclose(cfg.lm_warmup, 0.4) else 'the paper: 40 % in'} the released config): "
                 f"chosen {rates} (lm_tuning)")
         if len(edge):
+            beyond = "this grid" if max(cfg.lm_lrs) > max(tuning_grid.RELEASED_LRS) else "the paper's grid"
             text += (f"; at the grid's edge for {len(edge)} of {len(chosen)} shapes, so their best rate may lie "
-                     "beyond the paper's grid")
+                     f"beyond {beyond}")
         return text, False
     lm_table = tables["language_models"]
     if "lr" in lm_table.columns:
@@ -1442,11 +1444,12 @@ def _sd_text(sd: float) -> str:
 
 def _no_instability(table: pd.DataFrame, wide: pd.DataFrame, shape: str, cfg: RecurrentConfig) -> str:
     trend = "falls monotonically with lr" if all(wide[c].is_monotonic_decreasing for c in wide) else "is finite"
+    top = float(wide.index.max())
+    more = "the same grid plus 3.16e-2" if top < 3e-2 else f"rates above {top:g}"
     return (f"{int(table['diverged'].sum())} of {len(table)} runs diverged and NLL {trend} for both variants (best lr "
             f"{wide[True].idxmin():g} with the norm, {wide[False].idxmin():g} without), so at {shape}, N "
-            f"{cfg.lm_seq_len} and {cfg.lm_steps} steps even lr {wide.index.max():g} is below the stability edge the "
-            "paper reports for the norm-free layer; needs: the same grid plus 3.16e-2 at L 4-8 and N 256, logging "
-            "grad_norm and max ||z|| per layer")
+            f"{cfg.lm_seq_len} and {cfg.lm_steps} steps even lr {top:g} is below the stability edge the paper reports "
+            f"for the norm-free layer; needs: {more} at L 4-8 and N 256, logging grad_norm and max ||z|| per layer")
 
 
 @_rule("rt.e2.norm_allows_higher_lr", "norm_ablation", "language_models")
