@@ -1,0 +1,172 @@
+"""The pretrained-model studies again at Table 8's own learning rates (LayerSkip, paper 004, Sec. 5, Sec. 6.1, Table 1,
+Table 8): is the chapter's last-exit cost the rate's?
+
+Table 8 gives every experiment's initial learning rate: continual pretraining of Llama2 7B at 3e-5 (13B at 2e-5), the
+code fine-tune of Llama1 7B at 1e-4. The chapter's studies of SmolLM2-135M train at 3e-4 for 160 (continual) or 100
+(code) steps, ten and three times those rates, over some 1e-6 of the paper's tokens. Table 1's claim that LayerSkip
+has "minimal drop" at the last layer (perplexity within +0.5 % of the original model) then fails at our scale by tens
+of percent on every corpus, and the budget sweep (`rlib.layerskip.budget`) reads that as a budget. A ten-times higher
+rate moves the last layer further from the pretrained model on its own, so this module measures the rate directly:
+each chosen study trains again at Table 8's rate (`PAPER_RATES`), everything else equal (steps, tokens, recipes, warm-up
+and cosine schedule, seed), and both rates' models are read at the middle and last exits on every evaluation corpus.
+
+Each paper-rate study is a study of its own (`<study>_lr<rate>`), trained and cached by `rlib.layerskip.adapt` like
+the chapter's runs of the pretrained model (keyed on the study's own settings), so this module's source keys nothing.
+
+    PaperRateConfig  which studies train again at Table 8's rate, per profile (cpu: none; cpu-long: continual)
+    rate_config      the AdaptConfig whose studies are those paper-rate studies (no local tasks, no decoding)
+    run_sweep        train (or read back) every paper-rate run
+    rate_table       per (study, rate, recipe, corpus): middle and last exit perplexity, against the pretrained model
+                     and plain training at the same rate
+
+`python -m rlib.layerskip.paper_rate --profile cpu-long` runs it alone (with the chapter's own runs of those studies,
+read back where the chapter ran) and prints the table and the verdicts of the claims that read it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlib.config import ConfigError, Preset
+from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, Study
+
+CHAPTER = "05_layerskip"
+
+__all__ = ["CLAIMS", "PAPER_RATES", "PaperRateConfig", "main", "paper_study", "rate_config", "rate_table",
+           "run_sweep"]
+
+# Table 8's initial learning rate of each study's experiment: continual pretraining, Llama2 7B (13B: 2e-5); the code
+# fine-tune, Llama1 7B (with and without layer dropout alike)
+PAPER_RATES = {"continual": 3e-5, "code": 1e-4}
+# the claims whose diagnosis reads the rate table (rlib.layerskip.claims.adapt)
+CLAIMS = ("ls.tab1.continual_last_ppl", "ls.tab1.continual_last_ppl.ours")
+
+
+@dataclass(frozen=True)
+class PaperRateConfig(Preset):
+    """Which of the profile's pretrained-model studies train again at Table 8's rate."""
+
+    studies: tuple[str, ...]  # names of the profile's AdaptConfig studies, each in PAPER_RATES; () = none
+
+    PRESETS = {
+        "smoke": dict(studies=("continual",)),
+        # cpu: none (the chapter takes its 40 minutes). cpu-long: the continual study's two recipes at 3e-5, about 27
+        # min in two workers on 2 cores (the LD+EE run alone; 1597 s at 3e-4 on the cpu profile's host)
+        "cpu": dict(studies=()),
+        "cpu-long": dict(studies=("continual",)),
+        "gpu": dict(studies=("continual", "code")),
+    }
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "studies", tuple(self.studies))
+        unknown = [s for s in self.studies if s not in PAPER_RATES]
+        if unknown or len(set(self.studies)) != len(self.studies):
+            raise ConfigError(f"studies {list(self.studies)}: each once, from {sorted(PAPER_RATES)} (the studies "
+                              "Table 8 gives a rate for)")
+
+
+def paper_study(study: Study) -> Study:
+    """`study` at Table 8's rate for its experiment, under a name of its own."""
+    rate = PAPER_RATES[study.name]
+    return replace(study, name=f"{study.name}_lr{rate:g}", lr=rate)
+
+
+def rate_config(acfg: AdaptConfig, rcfg: PaperRateConfig) -> AdaptConfig:
+    """`acfg` with the paper-rate studies as its studies: read on every evaluation corpus (Table 1's perplexity rows
+    span them), without the local tasks (about 8 min a model on 2 cores) and without decoding."""
+    if not rcfg.studies:
+        raise ConfigError("this profile trains no study at Table 8's rate (PaperRateConfig.studies is empty)")
+    studies = []
+    for name in rcfg.studies:
+        study = acfg.study(name)
+        if math.isclose(study.lr, PAPER_RATES[name]):
+            raise ConfigError(f"study {name!r} already trains at Table 8's rate {study.lr:g}: nothing to compare")
+        studies.append(paper_study(study))
+    return replace(acfg, studies=tuple(studies), decode_sampled_studies=(), tasks=())
+
+
+def run_sweep(acfg: AdaptConfig, rcfg: PaperRateConfig, work: Path, source=None) -> list[dict[str, Any]]:
+    """Train (or read back from `work`, the pretrained-model studies' folder) every recipe of every paper-rate
+    study."""
+    from rlib.layerskip import adapt
+
+    rated = rate_config(acfg, rcfg)
+    runs = [AdaptRun(s.name, r) for s in rated.studies for r in s.recipes]
+    return adapt.run_grid(rated, work, source=source, runs=runs)
+
+
+def rate_table(results: list[dict[str, Any]], acfg: AdaptConfig, rcfg: PaperRateConfig, n_layers: int
+               ) -> pd.DataFrame:
+    """results: the chapter's pretrained-model runs (its studies and the pretrained model, recipe "source") plus
+    `run_sweep`'s. One row per (study, lr, recipe, corpus) of each swept study at the chapter's rate and at Table 8's:
+    the middle and last exit's perplexity, `last_vs_source` (the last exit's perplexity over the pretrained model's,
+    minus 1: Table 1's last-layer column), `middle_ratio` (the pretrained model's middle-exit perplexity over this
+    model's: Table 1's middle-layer gain) and `last_vs_plain` (over plain training's at the same rate, minus 1)."""
+    exits = {r["study"] if r["study"] != SOURCE else SOURCE: r for r in results if r["recipe"] == SOURCE}
+    source = exits.get(SOURCE)
+    if source is None:
+        raise ConfigError("rate_table needs the pretrained model's exits among the results (recipe 'source')")
+    middle = n_layers // 2
+
+    def read(result: dict[str, Any]) -> pd.DataFrame:
+        frame = pd.DataFrame(result["exits"])
+        return frame.set_index(["corpus", "exit_layer"])["ppl"]
+
+    base = read(source)
+    rows = []
+    for name in rcfg.studies:
+        own, paper = acfg.study(name), paper_study(acfg.study(name))
+        for study, paper_rate in ((own, False), (paper, True)):
+            for result in results:
+                if result["study"] != study.name:
+                    continue
+                ppl = read(result)
+                for corpus in dict.fromkeys(c for c, _ in ppl.index):
+                    rows.append({"study": name, "lr": study.lr, "paper_rate": paper_rate, "recipe": result["recipe"],
+                                 "tokens": result.get("tokens"), "corpus": corpus,
+                                 "ppl_middle": float(ppl[corpus, middle]), "ppl_last": float(ppl[corpus, n_layers]),
+                                 "last_vs_source": float(ppl[corpus, n_layers] / base[corpus, n_layers] - 1),
+                                 "middle_ratio": float(base[corpus, middle] / ppl[corpus, middle])})
+    if not rows:
+        raise ConfigError(f"no runs of the studies {list(rcfg.studies)} or their paper-rate twins among the results")
+    table = pd.DataFrame(rows)
+    plain = table[table["recipe"] == "baseline"].set_index(["study", "lr", "corpus"])["ppl_last"]
+    keys = list(zip(table["study"], table["lr"], table["corpus"]))
+    table["last_vs_plain"] = [p / plain[k] - 1 if k in plain.index else math.nan for k, p in zip(keys,
+                                                                                                 table["ppl_last"])]
+    return table.sort_values(["study", "lr", "recipe", "corpus"], ascending=[True, False, True, True]).reset_index(
+        drop=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlib import experiments as run_cache
+    from rlib.layerskip import adapt, claims, tables
+    from rlib.layerskip.config import LayerSkipConfig, ParseConfig, adapt_runs
+    from rlib.study_cli import run_study
+
+    def written(profile: str) -> dict[str, pd.DataFrame]:
+        # the chapter's runs of the swept studies and the pretrained model (read back where the chapter ran), then the
+        # paper-rate runs, all in the chapter's folder of pretrained-model runs
+        acfg, rcfg = AdaptConfig.preset(profile), PaperRateConfig.preset(profile)
+        work = run_cache.work_dir(profile, CHAPTER) / "pretrained"
+        chapter = adapt.run_grid(acfg, work, runs=[r for r in adapt_runs(acfg) if r.study in {SOURCE, *rcfg.studies}])
+        rated = run_sweep(acfg, rcfg, work)
+        n_layers = int(tables.exit_long(chapter)["exit_layer"].max())
+        return {"pretrained_exits": tables.exit_long(chapter),
+                "paper_rate": rate_table(chapter + rated, acfg, rcfg, n_layers)}
+
+    def judge(written: dict[str, pd.DataFrame], profile: str) -> pd.DataFrame:
+        configs = (LayerSkipConfig.preset(profile), AdaptConfig.preset(profile), ParseConfig.preset(profile))
+        return claims.judge(written, *configs, profile).finish()
+
+    return run_study(argv, "python -m rlib.layerskip.paper_rate", __doc__.splitlines()[0],
+                     lambda profile: bool(PaperRateConfig.preset(profile).studies), written, judge, CLAIMS)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""The pretrained-model studies at Table 8's own learning rates (rlib.layerskip.paper_rate): the derived study changes
+the rate alone, the table reads both rates' middle and last exits against the pretrained model and plain training, and
+the last-exit claims' diagnosis follows the paper-rate reading (setup where the paper's rate keeps the bound)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from rlib.config import ConfigError
+from rlib.layerskip import claims, config, paper_rate
+from rlib.layerskip.adapt import _key
+
+CORPORA = ("gutenberg-poetry", "shakespeare", "python-stdlib")
+LONG = "cpu-long"
+
+
+def test_presets_and_the_derived_study_change_only_the_rate():
+    acfg, rcfg = config.AdaptConfig.preset(LONG), paper_rate.PaperRateConfig.preset(LONG)
+    assert paper_rate.PaperRateConfig.preset("cpu").studies == () and rcfg.studies == ("continual",)
+    rated = paper_rate.rate_config(acfg, rcfg)
+    (study,) = rated.studies
+    base = acfg.study("continual")
+    assert (study.name, study.lr, base.lr) == ("continual_lr3e-05", 3e-5, 3e-4)  # Table 8: Llama2 7B continual
+    assert {k: v for k, v in vars(study).items() if k not in ("name", "lr")} == \
+        {k: v for k, v in vars(base).items() if k not in ("name", "lr")}
+    assert rated.tasks == () and rated.eval_corpora == acfg.eval_corpora  # every corpus Table 1's rows span
+    shared = _key(config.AdaptRun(study.name, "ld_ee"), rated)[1]
+    base_shared = _key(config.AdaptRun("continual", "ld_ee"), acfg)[1]
+    assert {k: v for k, v in shared.items() if k != "tasks"} == {k: v for k, v in base_shared.items() if k != "tasks"}
+    with pytest.raises(ConfigError, match=r"studies \['chat'\]"):
+        paper_rate.PaperRateConfig(studies=("chat",))
+    with pytest.raises(ConfigError, match="each once"):
+        paper_rate.PaperRateConfig(studies=("continual", "continual"))
+    with pytest.raises(ConfigError, match="trains no study"):
+        paper_rate.rate_config(acfg, paper_rate.PaperRateConfig.preset("cpu"))
+    at_paper = acfg.override(studies=tuple(replace(s, lr=3e-5) if s.name == "continual" else s for s in acfg.studies))
+    with pytest.raises(ConfigError, match="already trains at Table 8's rate 3e-05"):
+        paper_rate.rate_config(at_paper, rcfg)
+
+
+def _result(study: str, recipe: str, last: dict[str, float], middle: float) -> dict:
+    exits = [{"corpus": c, "exit_layer": e, "ppl": p} for c in CORPORA for e, p in ((15, middle), (30, last[c]))]
+    return {"study": study, "recipe": recipe, "tokens": 81920, "exits": exits}
+
+
+def _results(paper_last: float, paper_plain: float = 100.0) -> list[dict]:
+    """The pretrained model (last exit 100 on every corpus, middle 1e6), the chapter's continual runs at 3e-4 (LD+EE's
+    last exit +30 % over it) and the paper-rate twins: LD+EE's last exit at `paper_last`."""
+    flat = dict.fromkeys(CORPORA, 100.0)
+    return [_result(config.SOURCE, config.SOURCE, flat, 1e6),
+            _result("continual", "baseline", dict.fromkeys(CORPORA, 90.0), 1e6),
+            _result("continual", "ld_ee", dict.fromkeys(CORPORA, 130.0), 1e3),
+            _result("continual_lr3e-05", "baseline", dict.fromkeys(CORPORA, paper_plain), 1e6),
+            _result("continual_lr3e-05", "ld_ee", dict.fromkeys(CORPORA, paper_last), 2e4),
+            _result("code", "ld_ee", dict.fromkeys(CORPORA, 5.0), 10.0)]
+
+
+def _table(paper_last: float, paper_plain: float = 100.0) -> pd.DataFrame:
+    acfg, rcfg = config.AdaptConfig.preset(LONG), paper_rate.PaperRateConfig.preset(LONG)
+    return paper_rate.rate_table(_results(paper_last, paper_plain), acfg, rcfg, 30)
+
+
+def test_the_table_reads_both_rates_against_the_pretrained_model_and_plain_training():
+    table = _table(100.3)
+    assert len(table) == 2 * 2 * 3 and set(table["study"]) == {"continual"}  # the code study is not swept
+    assert table["lr"].tolist()[:6] == [3e-4] * 6 and table["paper_rate"].tolist() == [False] * 6 + [True] * 6
+    ld = table[(table["recipe"] == "ld_ee")].set_index(["lr", "corpus"])
+    assert ld.loc[(3e-4, "shakespeare"), "last_vs_source"] == pytest.approx(0.30)
+    assert ld.loc[(3e-5, "shakespeare"), "last_vs_source"] == pytest.approx(0.003)
+    assert ld.loc[(3e-4, "shakespeare"), "last_vs_plain"] == pytest.approx(130 / 90 - 1)
+    assert ld.loc[(3e-5, "python-stdlib"), "middle_ratio"] == pytest.approx(50.0)
+    with pytest.raises(ConfigError, match="pretrained model's exits"):
+        paper_rate.rate_table(_results(100.3)[1:], config.AdaptConfig.preset(LONG),
+                              paper_rate.PaperRateConfig.preset(LONG), 30)
+    with pytest.raises(ConfigError, match="no runs of the studies"):
+        paper_rate.rate_table(_results(100.3)[:1], config.AdaptConfig.preset(LONG),
+                              paper_rate.PaperRateConfig.preset(LONG), 30)
+
+
+def _judged(table: pd.DataFrame | None) -> pd.DataFrame:
+    from rlib.layerskip import tables
+
+    chapter = [r for r in _results(100.3) if r["study"] in (config.SOURCE, "continual")]
+    found = {"pretrained_exits": tables.exit_long([{**r, "exits": [{**e, "nll": 0.0, "top1_acc": 0.0,
+                                                                      "agree_last": 0.0} for e in r["exits"]]}
+                                                   for r in chapter])}
+    if table is not None:
+        found["paper_rate"] = table
+    configs = (c.preset(LONG) for c in (config.LayerSkipConfig, config.AdaptConfig, config.ParseConfig))
+    return claims.judge(found, *configs, LONG).finish().set_index("id")
+
+
+def test_the_last_exit_diagnosis_reads_the_paper_rate():
+    paper, ours = "ls.tab1.continual_last_ppl", "ls.tab1.continual_last_ppl.ours"
+    without = _judged(None)
+    assert without.loc[[paper, ours], "verdict"].tolist() == ["not held"] * 2
+    assert without.loc[[paper, ours], "diagnosis"].tolist() == ["budget"] * 2
+    assert "Table 8" not in without.loc[paper, "evidence"]
+    # at 3e-5 the last exit stays within Table 1's +0.5 % of the pretrained model: the chapter's rate is the cause
+    kept = _judged(_table(100.3))
+    assert kept.loc[paper, "diagnosis"] == "setup"
+    assert ("LD+EE's last exit over the pretrained model's at Table 8's 3e-05: gutenberg-poetry +0.3%, python-stdlib "
+            "+0.3%, shakespeare +0.3% (at the chapter's 0.0003: +30.0%, +30.0%, +30.0%)") in kept.loc[paper, "evidence"]
+    assert "middle exit is 50x below the pretrained model's at least (Table 1: 17.7x" in kept.loc[paper, "evidence"]
+    assert kept.loc[ours, "diagnosis"] == "setup"  # +0.3 % over plain at the same rate, within the book's 5 %
+    # past the bound at the paper's rate too: still budget, the rate ruled out
+    past = _judged(_table(110.0))
+    assert past.loc[paper, "diagnosis"] == "budget"
+    assert "+10.0%" in past.loc[paper, "evidence"] and "past the claim's bound at the paper's rate too" in \
+        past.loc[paper, "evidence"]
+    # the book's own posing reads plain training at the same rate: 110 over a plain 100 is +10 %, past its 5 %
+    assert past.loc[ours, "diagnosis"] == "budget"
+    near_plain = _judged(_table(110.0, paper_plain=108.0))
+    assert near_plain.loc[ours, "diagnosis"] == "setup" and near_plain.loc[paper, "diagnosis"] == "budget"
+
+
+def test_the_command_line_refuses_a_profile_without_the_study(capsys):
+    with pytest.raises(SystemExit):
+        paper_rate.main(["--profile", "cpu"])
+    assert "has no runs for this study" in capsys.readouterr().err
