@@ -96,8 +96,11 @@ def run_sweep(acfg: AdaptConfig, rcfg: PaperRateConfig, work: Path, source=None)
     from rlib.layerskip import adapt
 
     rated = rate_config(acfg, rcfg)
-    runs = [AdaptRun(s.name, r) for s in rated.studies for r in s.recipes]
-    return adapt.run_grid(rated, work, source=source, runs=runs)
+    return adapt.run_grid(rated, work, source=source, runs=_runs(rated))
+
+
+def _runs(rated: AdaptConfig) -> list[AdaptRun]:
+    return [AdaptRun(s.name, r) for s in rated.studies for r in s.recipes]
 
 
 def rate_table(results: list[dict[str, Any]], acfg: AdaptConfig, rcfg: PaperRateConfig, n_layers: int
@@ -154,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         # paper-rate runs, all in the chapter's folder of pretrained-model runs
         acfg, rcfg = AdaptConfig.preset(profile), PaperRateConfig.preset(profile)
         work = run_cache.work_dir(profile, CHAPTER) / "pretrained"
-        chapter = adapt.run_grid(acfg, work, runs=[r for r in adapt_runs(acfg) if r.study in {SOURCE, *rcfg.studies}])
-        rated = run_sweep(acfg, rcfg, work)
+        at_paper = rate_config(acfg, rcfg)
+        own = [r for r in adapt_runs(acfg) if r.study in {SOURCE, *rcfg.studies}]
+        # one pool for both grids, costliest runs first (`rlib.experiments.run_grids`)
+        chapter, rated = run_cache.run_grids([adapt.grid(acfg, work, own), adapt.grid(at_paper, work,
+                                                                                     _runs(at_paper))],
+                                             workers="auto")
         n_layers = int(tables.exit_long(chapter)["exit_layer"].max())
         return {"pretrained_exits": tables.exit_long(chapter),
                 "paper_rate": rate_table(chapter + rated, acfg, rcfg, n_layers)}
