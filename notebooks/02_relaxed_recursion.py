@@ -225,9 +225,11 @@ if rate_study.multipliers:
 # The `cpu-long` grid's one longer run (2x) can only be extrapolated to the paper's own longer step, 4x the tokens
 # (15B -> 60B, Table I.1). So the main recursive and relaxed models train again at 4x and 8x the steps, and Fig. 6's
 # rival (the best relaxed init other than Average at the same rank) at 2x, 4x and 8x, each under the same recipe and
-# through the chapter's own run cache (`budget_study`; `cpu-long`). The claims at the chapter's end read the gap at 4x
-# where it was measured, and fit its closing per doubling over every factor measured, with an interval from the
-# uptraining seed noise, to ask whether the paper's 15B tokens could close it.
+# through the chapter's own run cache (`budget_study`; `cpu-long`); the two main models train at two more seeds at 4x,
+# so the gap there is a mean over three seeds and its noise is measured where it is read. The claims at the chapter's
+# end read the gap at 4x where it was measured, and fit its closing per doubling over every factor measured, with an
+# interval from the seed noise (measured at 4x, Table G.1's 1x seed study elsewhere), to ask whether the paper's 15B
+# tokens could close it.
 
 # %%
 budget = budget_study.BudgetStudyConfig.preset(profile)

@@ -25,6 +25,13 @@ def test_the_study_config_refuses_1x_repeats_and_fractions():
             budget_study.BudgetStudyConfig(factors=bad, rival_factors=())
         with pytest.raises(ConfigError, match="rival_factors"):
             budget_study.BudgetStudyConfig(factors=(), rival_factors=bad)
+    assert (study.seeds, study.seed_factors) == ((1, 2), (4,))
+    for seeds in ((0,), (1, 1), (True,), (1.5,)):
+        with pytest.raises(ConfigError, match=r"seeds .* must be distinct whole numbers >= 1"):
+            budget_study.BudgetStudyConfig(factors=(4,), rival_factors=(), seeds=seeds, seed_factors=(4,))
+    for seeds, where in (((1,), ()), ((), (4,)), ((1,), (8,))):
+        with pytest.raises(ConfigError, match="give both or neither"):
+            budget_study.BudgetStudyConfig(factors=(4,), rival_factors=(), seeds=seeds, seed_factors=where)
 
 
 def _result(variant: RelaxedVariant, nll: float, where=None, val: float | None = None) -> dict:
@@ -49,7 +56,9 @@ def test_the_runs_are_the_chapters_main_models_and_its_best_other_relaxed_init_a
     runs = budget_study.study_runs(LONG, budget_study.BudgetStudyConfig.preset("cpu-long"), "lower")
     assert [v.name for v in runs] == ["stepwise-r0-x4-s0", f"average-r{top}-svd-x4-s0", "stepwise-r0-x8-s0",
                                       f"average-r{top}-svd-x8-s0", f"lower-r{top}-svd-x2-s0",
-                                      f"lower-r{top}-svd-x4-s0", f"lower-r{top}-svd-x8-s0"]
+                                      f"lower-r{top}-svd-x4-s0", f"lower-r{top}-svd-x8-s0",
+                                      "stepwise-r0-x4-s1", f"average-r{top}-svd-x4-s1",
+                                      "stepwise-r0-x4-s2", f"average-r{top}-svd-x4-s2"]  # the seeds at 4x
     # the chapter's own longer runs are these runs under the same keys: the same variants, only steps_factor set
     chapter_long = {v for v in variants(LONG) if v.steps_factor > 1 and not v.kd}
     assert chapter_long <= {dataclasses.replace(v, steps_factor=LONG.long_factor) for v in runs}
@@ -74,6 +83,13 @@ def test_the_budget_table_lists_each_longer_model_at_every_factor_once(tmp_path)
     assert table.loc[3, "last_val_loss"] == pytest.approx(6.5) and math.isnan(table.loc[1, "last_val_loss"])
     assert table["tokens"].tolist() == [CFG.steps * f * CFG.batch_size * CFG.seq_len for f in (1, 2, 4, 1, 4)]
     assert budget_study.budget_table(results[:4], CFG, tmp_path).empty  # no longer run, no table
+    assert table["seed"].tolist() == [0] * 5
+    # the study's other seeds at a longer factor are listed, each once; Table G.1's 1x seeds are not
+    seeded = results + [_result(dataclasses.replace(avg, steps_factor=4, seed=1), 6.4),
+                        _result(dataclasses.replace(avg, seed=1), 7.3)]
+    table = budget_study.budget_table(seeded, CFG, tmp_path)
+    assert list(zip(table["steps_factor"], table["seed"]))[:4] == [(1, 0), (2, 0), (4, 0), (4, 1)]
+    assert table["after nll[c]"].tolist() == [7.2, 6.6, 6.3, 6.4, 6.4, 5.8]
 
 
 def test_the_command_line_refuses_a_profile_without_the_study_before_any_work(capsys):

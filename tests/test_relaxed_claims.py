@@ -364,13 +364,39 @@ def test_the_averages_other_deficits_weigh_the_longer_runs_of_both_sides():
 
 
 def _budget_table(**nll: float) -> pd.DataFrame:
-    """longer_budget (rlib.relaxed.budget_study.budget_table) from `<init>_r<rank>_x<factor>=NLL` entries."""
+    """longer_budget (rlib.relaxed.budget_study.budget_table) from `<init>_r<rank>_x<factor>[_s<seed>]=NLL`
+    entries."""
     rows = []
     for name, v in nll.items():
-        init, rank, factor = name.split("_")
-        rows.append({"init": init, "rank": int(rank[1:]), "steps_factor": int(factor[1:]), "after nll[c]": v,
-                     "last_val_loss": v + 0.1})
+        init, rank, factor, *seed = name.split("_")
+        rows.append({"init": init, "rank": int(rank[1:]), "steps_factor": int(factor[1:]),
+                     "seed": int(seed[0][1:]) if seed else 0, "after nll[c]": v, "last_val_loss": v + 0.1})
     return pd.DataFrame(rows)
+
+
+def test_the_longer_budget_seeds_give_the_gap_as_a_mean_and_its_noise_where_it_is_read():
+    """The study's seeds at 4x (2026-12-07): the gap there is the mean over seeds, and the fit's interval takes the
+    seed s.d. measured at 4x for those runs (each a mean of 3) and the 1x seed s.d. elsewhere."""
+    claim = "rrt.s3_5.relaxed_avg_beats_recursive_step"
+    base = {"runs": _longer_runs(4.7), "loss_curves": _loss_curves(15.0), "module_ranks": module_ranks_table(0.116),
+            "average_rate": _rate_table((0.2, 5.9, 6.2, False), (1.0, 5.6, 6.0, True), (3.0, 5.7, 6.1, True))}
+    seeded = _budget_table(average_r16_x4=5.1, stepwise_r0_x4=4.5, average_r16_x8=5.0, stepwise_r0_x8=4.4,
+                           average_r16_x4_s1=5.0, average_r16_x4_s2=5.2, stepwise_r0_x4_s1=4.45,
+                           stepwise_r0_x4_s2=4.55)
+    row = _row({**base, "longer_budget": seeded}, claim)  # gaps 0.6 / 0.5 / 0.6 (3 seeds each) / 0.6
+    assert row["diagnosis"] == "budget"
+    assert ("a gap of +0.600 / +0.500 / +0.600 / +0.600 (4x: the mean of 3 seeds of the Average and 3 of stepwise "
+            "r=0)") in row["evidence"]
+    assert ("(95 % interval [-0.151, +0.131], the seed s.d. 0.079 nats at 4x (longer_budget: 4 degrees of freedom, "
+            "pooled over the models run at several seeds there); elsewhere the uptraining seed s.d. 0.116") in \
+        row["evidence"]
+    single = _row({**base, "longer_budget": _budget_table(average_r16_x4=5.1, stepwise_r0_x4=4.5, average_r16_x8=5.0,
+                                                         stepwise_r0_x8=4.4)}, claim)
+    assert "(95 % interval [-0.154, +0.134], the uptraining seed s.d. 0.116" in single["evidence"]
+    assert "mean of" not in single["evidence"]
+    # Table I.1 reads the mean at 4x too
+    longer = _row({**base, "longer_budget": seeded}, "rrt.tabI1.longer_uptraining_helps")
+    assert longer["measured"].startswith("recursive stepwise r=0: 5.000 -> 4.500 at 4x steps")
 
 
 def test_the_longer_budget_study_measures_the_papers_4x_and_extrapolates_from_the_last_doubling():

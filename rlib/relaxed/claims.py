@@ -20,7 +20,7 @@ import contextlib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -928,18 +928,43 @@ def _longer_nll(tables, cfg: RelaxedConfig, init: str, rank: int) -> float | Non
     return None
 
 
-def _nll_by_steps(tables, cfg: RelaxedConfig, init: str, rank: int) -> dict[int, float]:
-    """{steps factor: after NLL} of the (init, rank) SVD run uptrained plainly: the chapter's 1x and `long_factor`
-    runs (`runs`) and the longer_budget study's (`rlib.relaxed.budget_study`, cpu-long), in factor order."""
-    nll = {1: _relaxed(_uptrained(tables), cfg, init, rank)}
+def _seed_nll(tables, cfg: RelaxedConfig, init: str, rank: int) -> dict[int, list[float]]:
+    """{steps factor: after NLL per seed} of the (init, rank) SVD run uptrained plainly: the chapter's 1x and
+    `long_factor` runs (`runs`, seed 0) and the longer_budget study's at every seed it ran (`rlib.relaxed.
+    budget_study`, cpu-long; a table from before its seeds has one run per factor), in factor order."""
+    nll = {1: [_relaxed(_uptrained(tables), cfg, init, rank)]}
     longer = _longer_nll(tables, cfg, init, rank)
     if longer is not None:
-        nll[cfg.long_factor] = longer
+        nll[cfg.long_factor] = [longer]
     study = tables.get("longer_budget")
     if study is not None and not study.empty and _nll(cfg) in study:
         mine = study[(study["init"] == init) & (study["rank"] == rank) & (study["steps_factor"] > 1)]
-        nll.update({int(f): float(v) for f, v in zip(mine["steps_factor"], mine[_nll(cfg)]) if not pd.isna(v)})
+        for factor, group in mine.groupby("steps_factor"):
+            values = [float(v) for v in group[_nll(cfg)] if not pd.isna(v)]
+            if values:
+                nll[int(factor)] = values
     return dict(sorted(nll.items()))
+
+
+def _nll_by_steps(tables, cfg: RelaxedConfig, init: str, rank: int) -> dict[int, float]:
+    """{steps factor: after NLL, the mean over the seeds run there} (`_seed_nll`), in factor order."""
+    return {f: float(np.mean(v)) for f, v in _seed_nll(tables, cfg, init, rank).items()}
+
+
+def _longer_noise(tables, cfg: RelaxedConfig) -> dict[int, tuple[float, int]]:
+    """{steps factor: (the seed s.d. of the after NLL, its degrees of freedom)} where the longer_budget study trained
+    models at several seeds: pooled over those models (each one's variance weighted by its degrees of freedom)."""
+    study = tables.get("longer_budget")
+    if study is None or study.empty or not {"seed", _nll(cfg)} <= set(study.columns):
+        return {}
+    noise = {}
+    for factor, rows_at in study.groupby("steps_factor"):
+        groups = [g.dropna() for _, g in rows_at.groupby(["init", "rank"])[_nll(cfg)]]
+        groups = [g for g in groups if len(g) > 1]
+        dof = sum(len(g) - 1 for g in groups)
+        if dof:
+            noise[int(factor)] = (math.sqrt(sum(float(g.var(ddof=1)) * (len(g) - 1) for g in groups) / dof), dof)
+    return noise
 
 
 @dataclass(frozen=True)
@@ -947,9 +972,11 @@ class _Budget:
     """The relaxed Average's gap to a rival at each steps factor the Average was uptrained at (1x first). Past the
     rival's longest run the rival is held at its NLL there (`held`): the most the longer schedule could close."""
 
-    gaps: dict[int, float]  # steps factor -> Average NLL - rival NLL, nats
+    gaps: dict[int, float]  # steps factor -> Average NLL - rival NLL (each the mean over its seeds there), nats
     held: tuple[int, ...]  # the factors where the rival has no run of its own
     text: str  # what was measured, for the evidence
+    seeds: dict[int, tuple[int, int]] = field(default_factory=dict)  # factor -> (Average's seeds, the rival's): 1 each
+    # where missing
 
     def fitted(self) -> list[int]:
         """The factors a fit of the gap's closing reads: those where the rival ran too, where there are two or more;
@@ -985,12 +1012,16 @@ class _Budget:
 def _budget(tables, cfg: RelaxedConfig, rival: tuple[str, int]) -> _Budget | None:
     """The Average r=top vs `rival` gap at every steps factor the Average has (`_nll_by_steps`); None where it has
     only its 1x run (the cpu profile)."""
-    avg, other = _nll_by_steps(tables, cfg, "average", _top(cfg)), _nll_by_steps(tables, cfg, *rival)
+    avg_seeds, other_seeds = _seed_nll(tables, cfg, "average", _top(cfg)), _seed_nll(tables, cfg, *rival)
+    avg = {f: float(np.mean(v)) for f, v in avg_seeds.items()}
+    other = {f: float(np.mean(v)) for f, v in other_seeds.items()}
     if len(avg) < 2:
         return None
     held = tuple(f for f in avg if f not in other)
-    at = {f: other[f] if f in other else other[max(g for g in other if g < f)] for f in avg}
+    source = {f: f if f in other else max(g for g in other if g < f) for f in avg}  # the rival's factor read there
+    at = {f: other[source[f]] for f in avg}
     gaps = {f: avg[f] - at[f] for f in avg}
+    seeds = {f: (len(avg_seeds[f]), len(other_seeds[source[f]])) for f in avg}
     rival_name = f"{rival[0]} r={rival[1]}"
     steps = " / ".join(f"{f}x" for f in avg)
     said = (f"at {steps} the steps relaxed Average r={_top(cfg)} reaches "
@@ -1000,7 +1031,11 @@ def _budget(tables, cfg: RelaxedConfig, rival: tuple[str, int]) -> _Budget | Non
     if held:
         said += (f" (* {rival_name} has no run there and is held at its {max(other)}x NLL: the most the longer "
                  "schedule could close)")
-    return _Budget(gaps, held, said)
+    seeded = {f: n for f, n in seeds.items() if max(n) > 1}
+    if seeded:
+        said += " (" + "; ".join(f"{f}x: the mean of {a} seed{'s' if a > 1 else ''} of the Average and {b} of "
+                                 f"{rival_name}" for f, (a, b) in seeded.items()) + ")"
+    return _Budget(gaps, held, said, seeds)
 
 
 def _average_gap_cause(tables, cfg: RelaxedConfig, rival: tuple[str, int], gap: float, start: str) -> tuple[str, str]:
@@ -1096,7 +1131,7 @@ def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival: tuple[str
                      f"({calmest[_nll(cfg)] - rival_1x:+.3f}): a smaller climb does not close the gap")
     else:
         ruled_out = ", and its training loss does not climb there"
-    fits, projection, until = _paper_budget(budget, cfg, _uptrain_noise(tables, cfg))
+    fits, projection, until = _paper_budget(budget, cfg, _uptrain_noise(tables, cfg), _longer_noise(tables, cfg))
     if fits:
         longer = f"{2 * budget.last}x-{until}x the steps" if until > 2 * budget.last else \
             f"{2 * budget.last}x the steps, with seeds"
@@ -1107,14 +1142,17 @@ def _own_rate_cause(own: pd.Series, tables, cfg: RelaxedConfig, rival: tuple[str
                                         f"budget, the rate nor the climb explains the gap; {projection}{rival_rate}")
 
 
-def _paper_budget(budget: _Budget, cfg: RelaxedConfig, noise: _Noise) -> tuple[bool, str, int]:
+def _paper_budget(budget: _Budget, cfg: RelaxedConfig, noise: _Noise,
+                  longer: Mapping[int, tuple[float, int]] | None = None) -> tuple[bool, str, int]:
     """(whether the gap could close within the paper's 15B uptraining tokens; the sentence saying so; the
     power-of-two steps factor where the fitted line closes it, 0 where not within that budget): the gap against
     log2 of the steps factor, fitted by least squares over the factors measured (`_Budget.fitted`), extended
-    log-linearly. Each gap is a difference of two single-seed runs, so the closing rate's 95 % interval takes the
-    measured uptraining seed s.d. (`noise`) on each run as independent; the gap cannot close in time only where even
-    the interval's top is below the rate the paper's budget needs (without a measured seed s.d., the fitted rate
-    alone decides)."""
+    log-linearly. Each gap is a difference of two means over seeds (`_Budget.seeds`; one seed each where the study
+    ran no other), so the closing rate's 95 % interval takes each run as independent, with the seed s.d. measured at
+    that factor where the longer_budget study ran several seeds there (`longer`, `_longer_noise`) and the 1x
+    uptraining seed s.d. (`noise`) elsewhere; the gap cannot close in time only where even the interval's top is
+    below the rate the paper's budget needs (without a measured 1x seed s.d., the fitted rate alone decides)."""
+    longer = dict(longer or {})
     ours = cfg.steps * cfg.batch_size * cfg.seq_len
     room = math.log2(PAPER_UPTRAIN_TOKENS / ours)
     factors = budget.fitted()
@@ -1126,8 +1164,16 @@ def _paper_budget(budget: _Budget, cfg: RelaxedConfig, noise: _Noise) -> tuple[b
     fitted = (f"fitted over the {len(x) - 1} doubling{'s' if len(x) > 2 else ''} measured (1x -> {factors[-1]}x; "
               f"closed per doubling: {each}), the gap closes {rate:+.3f} nats per doubling of the steps")
     if noise.sd is not None:
-        half = 1.96 * math.sqrt(2) * noise.sd / math.sqrt(float(((x - x.mean()) ** 2).sum()))
-        fitted += (f" (95 % interval [{rate - half:+.3f}, {rate + half:+.3f}], {noise.phrase} on each run taken as "
+        weights = (x - x.mean()) / float(((x - x.mean()) ** 2).sum())  # the slope is sum(weights * gaps)
+        sds = [longer[f][0] if f in longer else noise.sd for f in factors]
+        runs = [budget.seeds.get(f, (1, 1)) for f in factors]
+        var = sum(w * w * sd * sd * (1 / a + 1 / b) for w, sd, (a, b) in zip(weights, sds, runs))
+        half = 1.96 * math.sqrt(var)
+        where = [f for f in factors if f in longer]
+        measured = "; ".join(f"the seed s.d. {longer[f][0]:.3f} nats at {f}x (longer_budget: {longer[f][1]} degrees "
+                             "of freedom, pooled over the models run at several seeds there)" for f in where)
+        phrase = f"{measured}; elsewhere {noise.phrase}" if where else noise.phrase
+        fitted += (f" (95 % interval [{rate - half:+.3f}, {rate + half:+.3f}], {phrase} on each run taken as "
                    "independent)")
         top = rate + half
     else:

@@ -111,14 +111,19 @@ def plot_training_loss(curves: pd.DataFrame, rank: int | None, title: str) -> Fi
 
 def plot_budget(table: pd.DataFrame, metric: str, title: str) -> Figure:
     """`rlib.relaxed.budget_study.budget_table`: `metric` (held-out NLL after uptraining) against the tokens seen,
-    one line per (init, rank), recursive models dashed; the paper's own longer step (Table I.1: 4x the 1x budget)
-    marked, so the gap at 4x is read where it was measured."""
+    one line per (init, rank) through the mean over the seeds at each budget (each seed a small hollow marker where
+    there are several), recursive models dashed; the paper's own longer step (Table I.1: 4x the 1x budget) marked, so
+    the gap at 4x is read where it was measured."""
     fig, ax = new_figure(6.4, 3.8)
     colours = _init_colours(list(dict.fromkeys(table["init"])))
     for (init, rank), rows in table.sort_values("tokens").groupby(["init", "rank"], sort=False):
         label = f"{init}, recursive" if rank == 0 else f"{init}, relaxed r={rank}"
-        ax.plot(rows["tokens"], rows[metric], marker="o", color=colours[init], label=label,
+        means = rows.groupby("tokens", sort=True)[metric].agg(["mean", "count"])
+        ax.plot(means.index, means["mean"], marker="o", color=colours[init], label=label,
                 linestyle="--" if rank == 0 else "-")
+        seeded = rows[rows["tokens"].map(means["count"]) > 1]
+        ax.plot(seeded["tokens"], seeded[metric], marker="o", markersize=3.5, markerfacecolor="white",
+                linestyle="none", color=colours[init], label=None)
     base = float(table.loc[table["steps_factor"] == 1, "tokens"].min())
     ax.set_xscale("log", base=2)
     factors = sorted(int(f) for f in table["steps_factor"].unique())
