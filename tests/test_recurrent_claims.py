@@ -44,7 +44,9 @@ CPU_VERDICTS = {
     "rt.ours.decode_matches_prefill": "held",
     # the 2026-12-06 run on a 2-core AMX Xeon, batch 1: deep 1.27x [0.85, 1.35] straddles 1.2 (1.25x [1.22, 1.31],
     # not held, on 2026-12-05's AVX2 EPYC)
-    "rt.abstract.decode_cost": "not held",  # 2026-12-07: batch 1 1.23x [1.22, 1.25], above 1.2
+    # 2026-12-07 (promoted then): batch 1 1.23x [1.22, 1.25], above 1.2, not held; the evening's run at 8c1acbd, the
+    # same kind of host: 1.26x [1.19, 1.38], straddling it
+    "rt.abstract.decode_cost": "not testable at this scale",
     "rt.fig5.recall_sequence_accuracy": "not held",
     "rt.fig5.copying_sequence_accuracy": "not held",
     "rt.fig5.recall_copy_margin.ours": "not held",
@@ -82,7 +84,6 @@ CPU_DIAGNOSES = {
     "rt.fig4.latency_growth": "setup",
     "rt.table2.cuda_graphs": "setup",
     "rt.tables3_5_8.downstream_gold_ce.ours": "budget",
-    "rt.abstract.decode_cost": "scale",
 }
 
 
@@ -108,10 +109,10 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts(committed):
     assert not_held["diagnosis"].to_dict() == CPU_DIAGNOSES
     assert all("needs:" in text for text in judged.loc[judged["verdict"] == "not measured", "measured"])
     # the evidence is formatted from this run's numbers, not written in advance
-    assert "1.96x at N = 4096" in judged.loc["rt.ours.cpu_speedup", "measured"]  # 2.00x in the run before
+    assert "1.61x at N = 4096" in judged.loc["rt.ours.cpu_speedup", "measured"]  # 1.96x in the run before
     assert "in_context_recall curve is flat at token acc 0.29-0.32" in judged.loc["rt.fig5.recall_sequence_accuracy",
                                                                                   "evidence"]
-    assert "RT copy +0.017" in judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]
+    assert "RT copy +0.015" in judged.loc["rt.fig5.copying_sequence_accuracy", "evidence"]  # +0.017 the run before
     assert "counts the letters still to copy scores 0.240 = 3.5x chance" in judged.loc["rt.ours.task_setup_copying",
                                                                                       "evidence"]
     assert "0.39 per non-embedding parameter" in judged.loc["rt.table1.rt_beats_transformer_equal_depth", "evidence"]
