@@ -110,15 +110,13 @@ def rate_table(results: list[dict[str, Any]], acfg: AdaptConfig, rcfg: PaperRate
     the middle and last exit's perplexity, `last_vs_source` (the last exit's perplexity over the pretrained model's,
     minus 1: Table 1's last-layer column), `middle_ratio` (the pretrained model's middle-exit perplexity over this
     model's: Table 1's middle-layer gain) and `last_vs_plain` (over plain training's at the same rate, minus 1)."""
-    exits = {r["study"] if r["study"] != SOURCE else SOURCE: r for r in results if r["recipe"] == SOURCE}
-    source = exits.get(SOURCE)
+    source = next((r for r in results if r["recipe"] == SOURCE), None)
     if source is None:
         raise ConfigError("rate_table needs the pretrained model's exits among the results (recipe 'source')")
     middle = n_layers // 2
 
-    def read(result: dict[str, Any]) -> pd.DataFrame:
-        frame = pd.DataFrame(result["exits"])
-        return frame.set_index(["corpus", "exit_layer"])["ppl"]
+    def read(result: dict[str, Any]) -> pd.Series:  # (corpus, exit layer) -> perplexity
+        return pd.DataFrame(result["exits"]).set_index(["corpus", "exit_layer"])["ppl"]
 
     base = read(source)
     rows = []
