@@ -975,8 +975,8 @@ class _Budget:
     gaps: dict[int, float]  # steps factor -> Average NLL - rival NLL (each the mean over its seeds there), nats
     held: tuple[int, ...]  # the factors where the rival has no run of its own
     text: str  # what was measured, for the evidence
-    seeds: dict[int, tuple[int, int]] = field(default_factory=dict)  # factor -> (Average's seeds, the rival's): 1 each
-    # where missing
+    # steps factor -> (the Average's seeds, the rival's) behind each gap; a factor not listed has one seed each
+    seeds: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def fitted(self) -> list[int]:
         """The factors a fit of the gap's closing reads: those where the rival ran too, where there are two or more;
