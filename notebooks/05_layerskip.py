@@ -262,7 +262,9 @@ else:
 rcfg = paper_rate.PaperRateConfig.preset(profile)
 if rcfg.studies:
     rated = paper_rate.run_sweep(acfg, rcfg, work / "pretrained", source=source)
-    run.table(paper_rate.rate_table(adapt_results + rated, acfg, rcfg, n_layers), "paper_rate", floatfmt=".4g")
+    rates = run.table(paper_rate.rate_table(adapt_results + rated, acfg, rcfg, n_layers), "paper_rate", floatfmt=".4g")
+    labels = {r: tables.label(r) for study in rcfg.studies for r in acfg.study(study).recipes}
+    run.figure(plots.plot_paper_rate(rates, labels, "The chapter's learning rate and Table 8's"), "paper_rate")
 else:
     print(config.left_out("the studies at Table 8's learning rates", profile, "05"))
 

@@ -137,6 +137,19 @@ def _budget() -> pd.DataFrame:
                           "after nll[gutenberg-poetry]": v} for i, r, f, s, v in rows])
 
 
+def _paper_rate() -> pd.DataFrame:
+    """`rlib.layerskip.paper_rate.rate_table`'s shape: the continual study's two recipes at 3e-4 and 3e-5, three
+    corpora."""
+    rows = []
+    for lr, paper, shift in ((3e-4, False, 1.0), (3e-5, True, 0.1)):
+        for recipe, cost, gain in (("baseline", -0.1, 3.0), ("ld_ee", 0.3, 7e6)):
+            for k, corpus in enumerate(("gutenberg-poetry", "python-stdlib", "shakespeare")):
+                rows.append({"study": "continual", "lr": lr, "paper_rate": paper, "recipe": recipe,
+                             "corpus": corpus, "last_vs_source": shift * cost * (1 + k / 2),
+                             "middle_ratio": gain ** shift / (1 + k)})
+    return pd.DataFrame(rows)
+
+
 def _post_seeds() -> pd.DataFrame:
     """`rlib.relaxed.post_seeds.seeds_table`'s shape: Agg and Agg+KD on new and overlapped tokens, five seeds."""
     rng = np.random.default_rng(0)
@@ -352,6 +365,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             *_study_exits(), "Continual pretraining: every exit on every corpus and task"),
         "rlib.layerskip.plots.plot_last_exit_budget": lambda: p05.plot_last_exit_budget(
             _last_exit_budget(), {"baseline": "plain", "ld_ee": "LD+EE"}, "continual: last exit against the budget"),
+        "rlib.layerskip.plots.plot_paper_rate": lambda: p05.plot_paper_rate(
+            _paper_rate(), {"baseline": "plain", "ld_ee": "LD+EE"}, "continual: the chapter's rate and Table 8's"),
         "rlib.layerskip.plots.plot_lr_sensitivity": lambda: p05.plot_lr_sensitivity(
             _lr_sensitivity(), "From scratch: the last exit against the peak learning rate"),
         "rlib.layerskip.plots.plot_parse_exits": lambda: p05.plot_parse_exits(

@@ -17,6 +17,9 @@
                       training state and the rest (right)
     plot_lr_sensitivity  Table 8: the last exit's accuracy against the peak learning rate per recipe (left) and each
                       recipe's paired change at the higher rate, with the range over seeds (right)
+    plot_paper_rate   the pretrained-model studies at the chapter's rate and at Table 8's, a row per study: the last
+                      exit's perplexity over the pretrained model's per corpus (left, Table 1's +0.5 % dotted) and the
+                      middle exit's gain over it (right, Table 1's smallest 17.7x dotted), one bar per (recipe, rate)
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from rlib.layerskip.tables import RECIPE_LABELS, best_whole_head
 from rlib.plotting import PALETTE, finish, new_figure, ratio_strip, style
 
 __all__ = ["plot_cost_model", "plot_exit_curves", "plot_head_cost", "plot_last_exit_budget", "plot_layer_grid",
-           "plot_lr_sensitivity", "plot_parse_exits", "plot_probe", "plot_self_speculation", "plot_study_exits",
-           "plot_train_loss"]
+           "plot_lr_sensitivity", "plot_paper_rate", "plot_parse_exits", "plot_probe", "plot_self_speculation",
+           "plot_study_exits", "plot_train_loss"]
 
 PAPER_LAST_EXIT_COST = 0.005  # Table 1: LayerSkip Llama2 7B's last-layer perplexity +0.5 % after 52B tokens
+PAPER_MIDDLE_GAIN = 65.8 / 3.71  # Table 1's smallest middle-layer perplexity gain (13B The Stack): 17.7x
 
 
 def _colours(recipes: list[str]) -> dict[str, tuple]:
@@ -107,6 +111,45 @@ def plot_last_exit_budget(table: pd.DataFrame, labels: dict[str, str], title: st
     right.set_ylabel("LD+EE vs plain, last exit (%)", fontsize=8)
     left.legend(fontsize=7)
     right.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paper_rate(table: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
+    """`table` from `rlib.layerskip.paper_rate.rate_table`: a row of two panels per study, per corpus one bar per
+    (recipe, rate) of the last exit's perplexity over the pretrained model's (left, %, Table 1's +0.5 % dotted) and of
+    the pretrained model's middle-exit perplexity over the model's (right, log scale, Table 1's smallest gain dotted);
+    labels: recipe -> legend name. The paper's rate hatched."""
+    style()
+    studies = list(dict.fromkeys(table["study"]))
+    fig, axes = plt.subplots(len(studies), 2, figsize=(8.8, 3.4 * len(studies)), squeeze=False)
+    colours = _colours(list(labels))
+    for (left, right), study in zip(axes, studies):
+        part = table[table["study"] == study]
+        corpora = list(dict.fromkeys(part["corpus"]))
+        bars = list(dict.fromkeys(zip(part["recipe"], part["lr"], part["paper_rate"].astype(str) == "True")))
+        bars = [b for b in bars if b[0] in labels]
+        width = 0.8 / max(1, len(bars))
+        for k, (recipe, lr, paper) in enumerate(bars):
+            rows = part[(part["recipe"] == recipe) & (part["lr"] == lr)].set_index("corpus").reindex(corpora)
+            where = np.arange(len(corpora)) + (k - (len(bars) - 1) / 2) * width
+            label = f"{labels[recipe]}, lr {lr:g}" + (" (Table 8)" if paper else "")
+            for ax, values in ((left, 100 * rows["last_vs_source"]), (right, rows["middle_ratio"])):
+                ax.bar(where, values, width, color=colours[recipe], label=label, hatch="//" if paper else None,
+                       edgecolor="0.2" if paper else "white", linewidth=0.5)
+        left.axhline(100 * PAPER_LAST_EXIT_COST, linestyle=":", color="0.4", label="Table 1: +0.5 %")
+        left.axhline(0, color="0.6", linewidth=0.6)
+        paper_gain = right.axhline(PAPER_MIDDLE_GAIN, linestyle=":", color="0.4",
+                                   label=f"Table 1: {PAPER_MIDDLE_GAIN:.1f}x")
+        right.set_yscale("log")
+        for ax in (left, right):
+            ax.set_xticks(np.arange(len(corpora)), corpora, fontsize=7)
+            ax.tick_params(labelsize=7)
+        left.set_ylabel(f"{study}: last exit vs pretrained (%)", fontsize=8)
+        right.set_ylabel("middle-exit gain over pretrained (x, log)", fontsize=8)
+        left.legend(fontsize=6.5)
+        right.legend(handles=[paper_gain], fontsize=6.5)  # the bars' legend is the left panel's
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
