@@ -1,6 +1,8 @@
 """The pretrained-model studies at Table 8's own learning rates (rlib.layerskip.paper_rate): the derived study changes
 the rate alone, the table reads both rates' middle and last exits against the pretrained model and plain training, and
-the last-exit claims' diagnosis follows the paper-rate reading (setup where the paper's rate keeps the bound)."""
+the last-exit claims' diagnosis follows the paper-rate reading (setup where the paper's rate keeps the bound). The
+continual cases use the chapter's continual study as it trained until 2026-12-07 (3e-4), the set-up the study first
+measured; the chapter trains it at Table 8's 3e-5 since."""
 
 from __future__ import annotations
 
@@ -15,30 +17,36 @@ from rlib.layerskip.adapt import _key
 
 CORPORA = ("gutenberg-poetry", "shakespeare", "python-stdlib")
 LONG = "cpu-long"
+ACFG = config.AdaptConfig.preset(LONG)
+# the chapter's continual study as it trained until 2026-12-07, at 3e-4: the set-up the study first measured
+FORMER = ACFG.override(studies=tuple(replace(s, lr=3e-4) if s.name == "continual" else s for s in ACFG.studies))
+CONTINUAL = paper_rate.PaperRateConfig(studies=("continual",))
 
 
 def test_presets_and_the_derived_study_change_only_the_rate():
-    acfg, rcfg = config.AdaptConfig.preset(LONG), paper_rate.PaperRateConfig.preset(LONG)
-    assert paper_rate.PaperRateConfig.preset("cpu").studies == () and rcfg.studies == ("continual",)
-    rated = paper_rate.rate_config(acfg, rcfg)
+    rcfg = paper_rate.PaperRateConfig.preset(LONG)
+    assert paper_rate.PaperRateConfig.preset("cpu").studies == () and rcfg.studies == ("code",)
+    assert ACFG.study("continual").lr == 3e-5  # Table 8's rate for Llama2 7B, the chapter's own since 2026-12-07
+    with pytest.raises(ConfigError, match="already trains at Table 8's rate 3e-05"):
+        paper_rate.rate_config(ACFG, CONTINUAL)
+    (code,) = paper_rate.rate_config(ACFG, rcfg).studies
+    assert (code.name, code.lr, ACFG.study("code").lr) == ("code_lr0.0001", 1e-4, 3e-4)  # Table 8: the code fine-tune
+    rated = paper_rate.rate_config(FORMER, CONTINUAL)
     (study,) = rated.studies
-    base = acfg.study("continual")
-    assert (study.name, study.lr, base.lr) == ("continual_lr3e-05", 3e-5, 3e-4)  # Table 8: Llama2 7B continual
+    base = FORMER.study("continual")
+    assert (study.name, study.lr, base.lr) == ("continual_lr3e-05", 3e-5, 3e-4)
     assert {k: v for k, v in vars(study).items() if k not in ("name", "lr")} == \
         {k: v for k, v in vars(base).items() if k not in ("name", "lr")}
-    assert rated.tasks == () and rated.eval_corpora == acfg.eval_corpora  # every corpus Table 1's rows span
+    assert rated.tasks == () and rated.eval_corpora == ACFG.eval_corpora  # every corpus Table 1's rows span
     shared = _key(config.AdaptRun(study.name, "ld_ee"), rated)[1]
-    base_shared = _key(config.AdaptRun("continual", "ld_ee"), acfg)[1]
+    base_shared = _key(config.AdaptRun("continual", "ld_ee"), FORMER)[1]
     assert {k: v for k, v in shared.items() if k != "tasks"} == {k: v for k, v in base_shared.items() if k != "tasks"}
     with pytest.raises(ConfigError, match=r"studies \['chat'\]"):
         paper_rate.PaperRateConfig(studies=("chat",))
     with pytest.raises(ConfigError, match="each once"):
-        paper_rate.PaperRateConfig(studies=("continual", "continual"))
+        paper_rate.PaperRateConfig(studies=("code", "code"))
     with pytest.raises(ConfigError, match="trains no study"):
-        paper_rate.rate_config(acfg, paper_rate.PaperRateConfig.preset("cpu"))
-    at_paper = acfg.override(studies=tuple(replace(s, lr=3e-5) if s.name == "continual" else s for s in acfg.studies))
-    with pytest.raises(ConfigError, match="already trains at Table 8's rate 3e-05"):
-        paper_rate.rate_config(at_paper, rcfg)
+        paper_rate.rate_config(ACFG, paper_rate.PaperRateConfig.preset("cpu"))
 
 
 def _result(study: str, recipe: str, last: dict[str, float], middle: float) -> dict:
@@ -59,8 +67,7 @@ def _results(paper_last: float, paper_plain: float = 100.0) -> list[dict]:
 
 
 def _table(paper_last: float, paper_plain: float = 100.0) -> pd.DataFrame:
-    acfg, rcfg = config.AdaptConfig.preset(LONG), paper_rate.PaperRateConfig.preset(LONG)
-    return paper_rate.rate_table(_results(paper_last, paper_plain), acfg, rcfg, 30)
+    return paper_rate.rate_table(_results(paper_last, paper_plain), FORMER, CONTINUAL, 30)
 
 
 def test_the_table_reads_both_rates_against_the_pretrained_model_and_plain_training():
@@ -73,11 +80,9 @@ def test_the_table_reads_both_rates_against_the_pretrained_model_and_plain_train
     assert ld.loc[(3e-4, "shakespeare"), "last_vs_plain"] == pytest.approx(130 / 90 - 1)
     assert ld.loc[(3e-5, "python-stdlib"), "middle_ratio"] == pytest.approx(50.0)
     with pytest.raises(ConfigError, match="pretrained model's exits"):
-        paper_rate.rate_table(_results(100.3)[1:], config.AdaptConfig.preset(LONG),
-                              paper_rate.PaperRateConfig.preset(LONG), 30)
+        paper_rate.rate_table(_results(100.3)[1:], FORMER, CONTINUAL, 30)
     with pytest.raises(ConfigError, match="no runs of the studies"):
-        paper_rate.rate_table(_results(100.3)[:1], config.AdaptConfig.preset(LONG),
-                              paper_rate.PaperRateConfig.preset(LONG), 30)
+        paper_rate.rate_table(_results(100.3)[:1], FORMER, CONTINUAL, 30)
 
 
 def _judged(table: pd.DataFrame | None) -> pd.DataFrame:
@@ -89,7 +94,7 @@ def _judged(table: pd.DataFrame | None) -> pd.DataFrame:
                                                    for r in chapter])}
     if table is not None:
         found["paper_rate"] = table
-    configs = (c.preset(LONG) for c in (config.LayerSkipConfig, config.AdaptConfig, config.ParseConfig))
+    configs = (config.LayerSkipConfig.preset(LONG), FORMER, config.ParseConfig.preset(LONG))
     return claims.judge(found, *configs, LONG).finish().set_index("id")
 
 
