@@ -27,7 +27,10 @@ H, N, M, T = "held", "not held", "not measured", "not testable at this scale"
 # measured here, each saying so). The from-scratch and continual studies decode by coupled sampling, so their paper
 # decoding claims (greedy in the paper) are not testable here and their `.sampled` twins (ours) carry the reading.
 # Fig. 8's early-exit claim reads not held here: the cpu profile trains one seed per recipe, so the middle-exit gap has
-# no seed s.d. to clear (its claims.csv, judged when one seed's s.d. still read as 0, says held).
+# no seed s.d. to clear (its claims.csv, judged when one seed's s.d. still read as 0, says held). The run of
+# 2026-12-07 evening (continual study at Table 8's 3e-5): the continual LD+EE model's acceptance is flat from E = 8 to
+# 15 (0.04), its last-exit task drops' intervals reach -2.9 points, and the from-scratch baseline's self-speculation
+# timed 1.13x (0.96x the run before) where Sec. 8 says it gains nothing without the recipe.
 EXPECTED_CPU = {
     "ls.fig2.pretrained_layers_needed": H, "ls.ours.fig2_probe_after_layerskip": N,
     "ls.fig8.scratch_early_exits_better": N, "ls.fig8.scratch_early_exits_better.ours": N,
@@ -39,7 +42,7 @@ EXPECTED_CPU = {
     "ls.concl.large_r_minimal_overhead": M, "ls.concl.ld_training_speed": M, "ls.tab8.ld_needs_higher_lr": M,
     "ls.ours.tab8_lr_gain_is_ld_own": M, "ls.tab1.continual_middle_ppl": H, "ls.tab1.continual_middle_ppl.ours": H,
     "ls.fig6.continual_every_early_exit": H, "ls.tab1.continual_last_ppl": N, "ls.tab1.continual_last_ppl.ours": N,
-    "ls.tab1.continual_middle_tasks": T, "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": N,
+    "ls.tab1.continual_middle_tasks": T, "ls.tab1.continual_middle_tasks.ours": N, "ls.tab1.continual_last_tasks": T,
     "ls.tab1.classification_vs_generation": N, "ls.ours.last_exit_cost_vs_budget": M,
     "ls.new.fig7_continual_generations": T, "ls.new.fig7_continual_generations.sampled": H, "ls.fig10a.code_middle_ppl":
     M, "ls.fig10a.code_middle_ppl.ours": M, "ls.fig10a.code_middle_tasks": M, "ls.fig10a.code_middle_tasks.ours": M,
@@ -51,9 +54,9 @@ EXPECTED_CPU = {
     "ls.tab10.acceptance_rises_with_e.scratch.ours": H, "ls.s8.recipe_required.scratch": T,
     # 16 paired rounds (2026-12-07 run): baseline 0.96x, LayerSkip 1.22x, intervals apart (they overlapped the run
     # before: these timings move between runs on this shared host)
-    "ls.s8.recipe_required.scratch.sampled": H, "ls.s8.recipe_required.scratch.ours": H, "ls.exact.continual": T,
+    "ls.s8.recipe_required.scratch.sampled": N, "ls.s8.recipe_required.scratch.ours": N, "ls.exact.continual": T,
     "ls.exact.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual": T,
-    "ls.tab10.acceptance_rises_with_e.continual.sampled": H, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
+    "ls.tab10.acceptance_rises_with_e.continual.sampled": N, "ls.tab10.acceptance_rises_with_e.continual.ours": H,
     "ls.s8.recipe_required.continual": T, "ls.s8.recipe_required.continual.sampled": T,
     "ls.s8.recipe_required.continual.ours": T, "ls.exact.code": M, "ls.exact.code.sampled": M,
     "ls.tab10.acceptance_rises_with_e.code": M, "ls.tab10.acceptance_rises_with_e.code.sampled": M,
@@ -99,9 +102,9 @@ def test_committed_cpu_tables_give_the_catalogue_verdicts():
                                                                               "profile leaves it to cpu-long")
     assert "n = 100" in ledger.loc["ls.tab1.continual_middle_tasks", "measured"]  # issue 25 item 2's item count
     assert "identical to the sampled output (T=1)" in ledger.loc["ls.exact.scratch", "measured"]
-    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops (0.09 in the
-    # AMX Xeon's bf16 run promoted on the evening of 2026-12-06, 0.12 in the EPYC's bf16 run before it)
-    assert "LD+EE 0.09 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
+    # the not-testable reason quotes the run's own greedy check: the LD+EE model's greedy output loops (0.12 in the
+    # AVX512-BF16 EPYC's bf16 run of 2026-12-07 evening, 0.09 in the AMX Xeon's bf16 run before it)
+    assert "LD+EE 0.12 over 8 prompts of 64 tokens (greedy_check), below the 0.5 gate" in \
         ledger.loc["ls.exact.scratch", "measured"]
     assert "(greedy_check_continual), below the 0.5 gate" in ledger.loc["ls.exact.continual", "measured"]
 
