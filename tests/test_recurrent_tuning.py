@@ -77,6 +77,33 @@ def test_an_lm_run_without_a_rate_is_refused_before_training(tmp_path):
         experiments.run_lm(LMRun("recurrent", "deep", 0), RecurrentConfig.preset("smoke"), slot=None)
 
 
+def test_a_run_whose_loss_goes_non_finite_is_a_diverged_result_not_a_failed_grid(tmp_path, monkeypatch):
+    """Fig. 7's ablation expects the norm-free RT to diverge at a high rate (2026-12-07: the shallow one at 3.16e-2, NaN
+    at step 163): the trainer's FloatingPointError becomes a result with NaN losses, which the ablation marks diverged
+    and the tuning never chooses."""
+    from rlib.experiments import RunSlot
+
+    def diverging(model, windows, tcfg, out_dir, **kwargs):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"step": [1, 2], "loss": [5.0, 9.0], "val_loss": [5.1, math.nan]}).to_csv(
+            out_dir / "metrics.csv", index=False)
+        raise FloatingPointError("training loss is nan at step 3; lower lr or check the data")
+
+    monkeypatch.setattr(experiments, "train", diverging)
+    run = LMRun("recurrent", "shallow", 0, 3.16e-2, kv_norm=False)
+    result = experiments.run_lm(run, RecurrentConfig.preset("smoke"), RunSlot(tmp_path / run.name, "k"))
+    assert result["divergence"].startswith("training loss is nan at step 3")
+    assert all(math.isnan(result[k]) for k in ("test_nll", "val_loss", "final_train_loss", "test_nll_se"))
+    assert result["curve"] == {"step": [1], "val_loss": [5.1]} and result["downstream"] == {}
+    normed = {**result, "kv_norm": True, "test_nll": 4.9, "val_loss": 4.9, "final_train_loss": 4.8}
+    ablation = tables.ablation_table([result, normed])
+    assert ablation.set_index("kv_norm").loc[False, "diverged"] and not ablation.set_index("kv_norm").loc[True,
+                                                                                                      "diverged"]
+    assert chosen_rates([{**result, "kv_norm": True, "table1": True}, {**normed, "lr": 1e-2, "table1": True}], 0,
+                        (1e-2, 3.16e-2)) == \
+        {("recurrent", "shallow"): 1e-2}
+
+
 def _lm_table(lr: float | None) -> pd.DataFrame:
     rows = [("transformer", "deep", 4, 128, 5.0), ("transformer", "shallow", 2, 176, 5.02),
             ("recurrent", "deep", 4, 128, 5.01), ("recurrent", "shallow", 2, 176, 4.95)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,8 @@ def run_task_grid(cfg: RecurrentConfig, work: Path) -> list[dict[str, Any]]:
 
 
 def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
+    """Train and score one language model (Table 1, Figs. 7-9). A run whose training loss goes non-finite is a result,
+    not a failure: NaN losses and `divergence` saying where (Fig. 7's norm-free ablation diverges at high rates)."""
     text = cfg.text()
     config = lm_config(run, cfg, text.size)
     if not run.lr > 0:
@@ -204,12 +207,20 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
                        eval_batches=max(1, cfg.lm_val_windows // batch), checkpoint_final=False,
                        seed=run.seed, weight_decay=0.0)
     train_dir = slot.train_dir
-    result = train(model, text.train_windows(), tcfg, train_dir,
-                   val_windows=text.heldout("validation", cfg.lm_val_windows, seed=1))
-    test = rl_eval.perplexity(model, text.heldout("test", cfg.lm_test_windows, seed=0), batch_size=cfg.lm_batch,
-                              progress=False)
-    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.table1 else {}
-    log = pd.read_csv(train_dir / "metrics.csv")
+    started = time.perf_counter()
+    try:
+        result = train(model, text.train_windows(), tcfg, train_dir,
+                       val_windows=text.heldout("validation", cfg.lm_val_windows, seed=1))
+    except FloatingPointError as err:  # the loss went non-finite: a diverged run is a result (Fig. 7's ablation)
+        result, diverged = None, str(err)
+    else:
+        diverged = ""
+    nan = float("nan")
+    test = {"nll": nan, "nll_se": nan} if diverged else rl_eval.perplexity(
+        model, text.heldout("test", cfg.lm_test_windows, seed=0), batch_size=cfg.lm_batch, progress=False)
+    downstream = _downstream(model, cfg) if cfg.lm_downstream_items and run.table1 and not diverged else {}
+    log = pd.read_csv(train_dir / "metrics.csv") if (train_dir / "metrics.csv").exists() else pd.DataFrame(
+        columns=["step", "val_loss"])
     curve = log.dropna(subset=["val_loss"])[["step", "val_loss"]]
     slot.drop_checkpoint()
     non_embedding = sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
@@ -218,9 +229,11 @@ def run_lm(run: LMRun, cfg: RecurrentConfig, slot: RunSlot) -> dict[str, Any]:
             "d_model": config.d_model, "n_layers": config.n_layers, "n_heads": config.n_heads,
             "non_embedding_params": non_embedding,
             "kv_floats_per_token": config.kv_floats_per_token(), "test_nll": test["nll"], "test_nll_se": test["nll_se"],
-            "final_train_loss": result.train_loss, "val_loss": result.val_loss, "seconds": result.seconds,
-            "tokens": result.tokens, "curve": {"step": curve["step"].tolist(), "val_loss": curve["val_loss"].tolist()},
-            "downstream": downstream}
+            "final_train_loss": nan if diverged else result.train_loss,
+            "val_loss": nan if diverged else result.val_loss,
+            "seconds": time.perf_counter() - started if diverged else result.seconds,
+            "tokens": nan if diverged else result.tokens, "divergence": diverged,
+            "curve": {"step": curve["step"].tolist(), "val_loss": curve["val_loss"].tolist()}, "downstream": downstream}
 
 
 def _downstream(model: RTModel, cfg: RecurrentConfig) -> dict[str, dict[str, Any]]:
