@@ -195,7 +195,7 @@ def _rate_reading(ctx: Context, study: str, against_plain: bool) -> tuple[bool, 
 
 def _last_cost(ctx: Context, study: str, against_plain: bool = False) -> tuple[str, str]:
     """Diagnosis of the last-exit cost claims. Setup where the study trained at Table 8's own rate keeps the claim's
-    bound (`_rate_reading`): the chapter's higher rate is the cause. Otherwise budget: the budget sweep tells whether
+    bound (`_rate_reading`): the chapter's rate is the cause. Otherwise budget: the budget sweep tells whether
     the gap closes with more tokens, and the paper-rate reading, where measured, that the rate is not the cause."""
     _, last = _depth(ctx)
     corpus = _corpus(ctx, study)
@@ -203,7 +203,7 @@ def _last_cost(ctx: Context, study: str, against_plain: bool = False) -> tuple[s
     rate = _rate_reading(ctx, study, against_plain)
     if rate is not None and rate[0]:
         return "setup", (f"{rate[1]}: within the claim's bound at the paper's rate, so the last exit's cost here is "
-                         "the chapter's higher rate's, not the budget's")
+                         "the chapter's rate's, not the budget's")
     at_rate = "" if rate is None else f"; {rate[1]}: past the claim's bound at the paper's rate too"
     gaps = _budget_gaps(ctx, study)
     if gaps is None:
