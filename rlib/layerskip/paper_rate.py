@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 
 from rlib.config import ConfigError, Preset
-from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, Study
+from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, Study, adapt_runs
 
 CHAPTER = "05_layerskip"
 
@@ -99,11 +99,12 @@ def run_sweep(acfg: AdaptConfig, rcfg: PaperRateConfig, work: Path, source=None)
     from rlib.layerskip import adapt
 
     rated = rate_config(acfg, rcfg)
-    return adapt.run_grid(rated, work, source=source, runs=_runs(rated))
+    return adapt.run_grid(rated, work, source=source, runs=_study_runs(rated))
 
 
-def _runs(rated: AdaptConfig) -> list[AdaptRun]:
-    return [AdaptRun(s.name, r) for s in rated.studies for r in s.recipes]
+def _study_runs(rated: AdaptConfig) -> list[AdaptRun]:
+    """`adapt_runs` without the pretrained model's read (the chapter's own run gives it)."""
+    return [r for r in adapt_runs(rated) if r.study != SOURCE]
 
 
 def rate_table(results: list[dict[str, Any]], acfg: AdaptConfig, rcfg: PaperRateConfig, n_layers: int
@@ -150,7 +151,7 @@ def rate_table(results: list[dict[str, Any]], acfg: AdaptConfig, rcfg: PaperRate
 def main(argv: list[str] | None = None) -> int:
     from rlib import experiments as run_cache
     from rlib.layerskip import adapt, claims, tables
-    from rlib.layerskip.config import LayerSkipConfig, ParseConfig, adapt_runs
+    from rlib.layerskip.config import LayerSkipConfig, ParseConfig
     from rlib.study_cli import run_study
 
     def written(profile: str) -> dict[str, pd.DataFrame]:
@@ -162,11 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         own = [r for r in adapt_runs(acfg) if r.study in {SOURCE, *rcfg.studies}]
         # one pool for both grids, costliest runs first (`rlib.experiments.run_grids`)
         chapter, rated = run_cache.run_grids([adapt.grid(acfg, work, own), adapt.grid(at_paper, work,
-                                                                                     _runs(at_paper))],
+                                                                                     _study_runs(at_paper))],
                                              workers="auto")
-        n_layers = int(tables.exit_long(chapter)["exit_layer"].max())
-        return {"pretrained_exits": tables.exit_long(chapter),
-                "paper_rate": rate_table(chapter + rated, acfg, rcfg, n_layers)}
+        exits = tables.exit_long(chapter)
+        return {"pretrained_exits": exits,
+                "paper_rate": rate_table(chapter + rated, acfg, rcfg, int(exits["exit_layer"].max()))}
 
     def judge(written: dict[str, pd.DataFrame], profile: str) -> pd.DataFrame:
         configs = (LayerSkipConfig.preset(profile), AdaptConfig.preset(profile), ParseConfig.preset(profile))
