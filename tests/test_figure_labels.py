@@ -150,6 +150,21 @@ def _paper_rate() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _parse_rate() -> pd.DataFrame:
+    """`rlib.layerskip.paper_rate.parse_rate_table`'s shape: both recipes at 3e-4 and 1e-4, every other exit of 30."""
+    rows = []
+    for lr, paper in ((3e-4, False), (1e-4, True)):
+        for recipe, depth in (("baseline", 28.0), ("ld_ee", 18.0)):
+            for exit_layer in range(2, 31, 2):
+                em = 1 / (1 + np.exp(-(exit_layer - depth) / (2 if paper else 1.5))) * (0.95 if paper else 0.9)
+                rows.append({"lr": lr, "paper_rate": paper, "recipe": recipe, "exit_layer": exit_layer, "em": em,
+                             "token_acc": 0.5 + em / 2})
+    table = pd.DataFrame(rows)
+    plain = table[table["recipe"] == "baseline"].set_index(["lr", "exit_layer"])["em"]
+    return table.assign(em_vs_plain=[em - plain[lr, e] for lr, e, em in zip(table["lr"], table["exit_layer"],
+                                                                              table["em"])])
+
+
 def _post_seeds() -> pd.DataFrame:
     """`rlib.relaxed.post_seeds.seeds_table`'s shape: Agg and Agg+KD on new and overlapped tokens, five seeds."""
     rng = np.random.default_rng(0)
@@ -367,6 +382,8 @@ def _cases() -> dict[str, Callable[[], object]]:
             _last_exit_budget(), {"baseline": "plain", "ld_ee": "LD+EE"}, "continual: last exit against the budget"),
         "rlib.layerskip.plots.plot_paper_rate": lambda: p05.plot_paper_rate(
             _paper_rate(), {"baseline": "plain", "ld_ee": "LD+EE"}, "continual: the chapter's rate and Table 8's"),
+        "rlib.layerskip.plots.plot_parse_rate": lambda: p05.plot_parse_rate(
+            _parse_rate(), {"baseline": "plain", "ld_ee": "LD+EE"}, "parsing: the chapter's rate and Table 8's"),
         "rlib.layerskip.plots.plot_lr_sensitivity": lambda: p05.plot_lr_sensitivity(
             _lr_sensitivity(), "From scratch: the last exit against the peak learning rate"),
         "rlib.layerskip.plots.plot_parse_exits": lambda: p05.plot_parse_exits(

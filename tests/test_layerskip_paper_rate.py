@@ -126,3 +126,77 @@ def test_the_command_line_refuses_a_profile_without_the_study(capsys):
     with pytest.raises(SystemExit):
         paper_rate.main(["--profile", "cpu"])
     assert "has no runs for this study" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- the parsing study
+PCFG = config.ParseConfig.preset(LONG)
+
+
+def test_the_parsing_study_at_table_8s_rate_changes_only_the_rate():
+    assert paper_rate.PaperRateConfig.preset(LONG).parse and not paper_rate.PaperRateConfig.preset("cpu").parse
+    rated = paper_rate.parse_config(PCFG)
+    assert (PCFG.lr, rated.lr, paper_rate.PARSE_FOLDER) == (3e-4, 1e-4, "parse_lr0.0001")  # Table 8: TOPv2 at 1e-4
+    own, paper = PCFG.training_key(), rated.training_key()
+    assert {k for k in own if own[k] != paper[k]} == {"lr"}  # the runs are keyed apart on the rate alone
+    with pytest.raises(ConfigError, match="already trains at Table 8's rate 0.0001"):
+        paper_rate.parse_config(config.ParseConfig.preset("gpu"))
+    with pytest.raises(ConfigError, match="runs no parsing study"):
+        paper_rate.parse_config(config.ParseConfig.preset("cpu"))
+
+
+def _parse_run(recipe: str, middle: float, last: float) -> dict:
+    return {"recipe": recipe, "exits": [{"exit_layer": e, "em": em, "token_acc": 0.9} for e, em in ((15, middle),
+                                                                                                     (30, last))]}
+
+
+def _parse_table(paper_plain: float, paper_ld: tuple[float, float]) -> pd.DataFrame:
+    """The chapter's parsing runs at 3e-4 (plain 0 / 0.965, LD+EE 0.01 / 0.825 at exits 15 / 30, cpu-long's promoted
+    reading) and the paper-rate twins."""
+    own = [_parse_run("baseline", 0.0, 0.965), _parse_run("ld_ee", 0.01, 0.825)]
+    return paper_rate.parse_rate_table(own, [_parse_run("baseline", 0.0, paper_plain), _parse_run("ld_ee", *paper_ld)],
+                                       PCFG)
+
+
+def test_the_parse_rate_table_reads_both_rates_against_plain_fine_tuning():
+    table = _parse_table(0.95, (0.5, 0.93))
+    assert table["lr"].tolist() == [3e-4] * 4 + [1e-4] * 4 and table["paper_rate"].tolist() == [False] * 4 + [True] * 4
+    ld = table[table["recipe"] == "ld_ee"].set_index(["lr", "exit_layer"])["em_vs_plain"]
+    assert ld[3e-4, 30] == pytest.approx(0.825 - 0.965) and ld[1e-4, 30] == pytest.approx(0.93 - 0.95)
+    assert ld[1e-4, 15] == pytest.approx(0.5)
+    assert (table.loc[table["recipe"] == "baseline", "em_vs_plain"] == 0).all()
+    with pytest.raises(ConfigError, match="both rates"):
+        paper_rate.parse_rate_table([], [_parse_run("ld_ee", 0.1, 0.9)], PCFG)
+
+
+def _parse_judged(table: pd.DataFrame | None) -> pd.DataFrame:
+    from rlib.layerskip import tables
+
+    found = {"parse_exits": tables.parse_exits([_parse_run("baseline", 0.0, 0.965), _parse_run("ld_ee", 0.01, 0.825)])}
+    if table is not None:
+        found["parse_paper_rate"] = table
+    configs = (config.LayerSkipConfig.preset(LONG), ACFG, PCFG)
+    return claims.judge(found, *configs, LONG).finish().set_index("id")
+
+
+def test_the_fig10b_diagnoses_read_the_paper_rate():
+    middle, last, ours = "ls.fig10b.parse_middle_em", "ls.fig10b.parse_last_em", "ls.fig10b.parse_last_em.ours"
+    without = _parse_judged(None)
+    assert without.loc[[middle, last, ours], "verdict"].tolist() == ["not held"] * 3
+    assert without.loc[[middle, last, ours], "diagnosis"].tolist() == ["budget"] * 3
+    assert "Table 8" not in without.loc[last, "evidence"]
+    # at 1e-4 LD+EE's last exit is 2 points below plain's (within Fig. 10b's 3) but its middle exit 43 points below its
+    # last (past 5.9): the last-exit claims read setup, the middle-exit claim stays budget with the reading beside it
+    kept = _parse_judged(_parse_table(0.95, (0.5, 0.93)))
+    assert kept.loc[[last, ours], "diagnosis"].tolist() == ["setup"] * 2
+    assert ("at Table 8's 0.0001: last exit EM plain 0.950, LD+EE 0.930 (-2.0 [") in kept.loc[last, "evidence"]
+    assert ("exit 15 EM plain 0.000, LD+EE 0.500 (at the chapter's 0.0003: last 0.965 / 0.825, exit 15 0.000 / "
+            "0.010)") in kept.loc[last, "evidence"]
+    assert kept.loc[middle, "diagnosis"] == "budget"
+    assert "not held at the paper's rate either" in kept.loc[middle, "evidence"]
+    # within 5.9 points of its last exit at 1e-4, plain's middle exit at 0: the middle-exit claim reads setup too
+    assert _parse_judged(_parse_table(0.95, (0.88, 0.93))).loc[middle, "diagnosis"] == "setup"
+    # 10 points below plain at 1e-4 too: the rate ruled out, still budget
+    past = _parse_judged(_parse_table(0.95, (0.5, 0.85)))
+    assert past.loc[[last, ours], "diagnosis"].tolist() == ["budget"] * 2
+    evidence = past.loc[last, "evidence"]
+    assert "-10.0 [" in evidence and "not held at the paper's rate either" in evidence

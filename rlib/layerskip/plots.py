@@ -20,6 +20,9 @@
     plot_paper_rate   the pretrained-model studies at the chapter's rate and at Table 8's, a row per study: the last
                       exit's perplexity over the pretrained model's per corpus (left, Table 1's +0.5 % dotted) and the
                       middle exit's gain over it (right, Table 1's smallest 17.7x dotted), one bar per (recipe, rate)
+    plot_parse_rate   the parsing study at the chapter's rate and at Table 8's: exact match exit by exit per recipe
+                      (left) and LD+EE's exact match minus plain fine-tuning's per exit (right, Fig. 10b's -3 points
+                      dotted), solid at the chapter's rate, dashed at Table 8's
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from rlib.layerskip.tables import RECIPE_LABELS, best_whole_head
 from rlib.plotting import PALETTE, finish, new_figure, ratio_strip, style
 
 __all__ = ["plot_cost_model", "plot_exit_curves", "plot_head_cost", "plot_last_exit_budget", "plot_layer_grid",
-           "plot_lr_sensitivity", "plot_paper_rate", "plot_parse_exits", "plot_probe", "plot_self_speculation",
-           "plot_study_exits", "plot_train_loss"]
+           "plot_lr_sensitivity", "plot_paper_rate", "plot_parse_exits", "plot_parse_rate", "plot_probe",
+           "plot_self_speculation", "plot_study_exits", "plot_train_loss"]
 
 PAPER_LAST_EXIT_COST = 0.005  # Table 1: LayerSkip Llama2 7B's last-layer perplexity +0.5 % after 52B tokens
 PAPER_MIDDLE_GAIN = 65.8 / 3.71  # Table 1's smallest middle-layer perplexity gain (13B The Stack): 17.7x
@@ -150,6 +153,37 @@ def plot_paper_rate(table: pd.DataFrame, labels: dict[str, str], title: str) -> 
         right.set_ylabel("middle-exit gain over pretrained (x, log)", fontsize=8)
         left.legend(fontsize=6.5)
         right.legend(handles=[paper_gain], fontsize=6.5)  # the bars' legend is the left panel's
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_parse_rate(table: pd.DataFrame, labels: dict[str, str], title: str) -> Figure:
+    """`table` from `rlib.layerskip.paper_rate.parse_rate_table`; labels: recipe -> legend name, in drawing order.
+    Left: exact match against the exit, one line per (recipe, rate); right: each non-plain recipe's exact match minus
+    plain fine-tuning's at the same rate and exit, with Fig. 10b / Table 5's last-layer cost of -3 points dotted."""
+    style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    colours = _colours(list(labels))
+    for (lr, paper), part in table.groupby(["lr", table["paper_rate"].astype(str) == "True"], sort=False):
+        dash = "--" if paper else "-"
+        rate = f"lr {lr:g}" + (" (Table 8)" if paper else "")
+        for recipe, name in labels.items():
+            rows = part[part["recipe"] == recipe].sort_values("exit_layer")
+            if rows.empty:
+                continue
+            kw = dict(color=colours[recipe], linestyle=dash, marker="o", markersize=3, label=f"{name}, {rate}")
+            left.plot(rows["exit_layer"], 100 * rows["em"], **kw)
+            if recipe != "baseline" and rows["em_vs_plain"].notna().any():
+                right.plot(rows["exit_layer"], 100 * rows["em_vs_plain"], **kw)
+    right.axhline(-3, linestyle=":", color="0.4", label="Fig. 10b / Table 5: -3 pts at the last layer")
+    right.axhline(0, color="0.6", linewidth=0.6)
+    left.set_ylim(-2, 102)
+    for ax, ylabel in ((left, "exact match (%)"), (right, "minus plain fine-tuning (pts)")):
+        ax.set_xlabel("exit after layer", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6.5)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

@@ -3,7 +3,9 @@ Task-Specific Dataset", Fig. 10b; the early-exit rows of Tables 5 and 10).
 
 Tables read: parse_exits (teacher-forced exact match and token accuracy per recipe and exit, over the config's
 `test_examples` utterances), parse_runs (epochs), decoding_parse (the generated parses' exact match `score` on the
-first `decode_prompts` test utterances). `CHECKS` maps each claim id to its check.
+first `decode_prompts` test utterances), parse_paper_rate (the same exits of both recipes trained again at Table 8's
+rate, `rlib.layerskip.paper_rate`: the Fig. 10b diagnoses read setup where the claim holds there). `CHECKS` maps each
+claim id to its check.
 """
 
 from __future__ import annotations
@@ -75,9 +77,9 @@ def middle_em(ctx: Context) -> Verdict:
                 + ", ".join(f"{r.exit_layer} {r.em:.3f}" for r in deeper.itertuples())
                 + f"; token accuracy at exit {middle}: {_exit(ctx, LS, middle)['token_acc']:.3f}")
     held = em[PLAIN, "middle"] <= PLAIN_EARLY_EM and em[LS, "middle"] >= em[LS, "last"] - FIG10B_MIDDLE_GAP
-    return Verdict(held, measured, lambda: (
-        "budget", f"teacher-forced, the LD+EE exit {middle} predicts {_exit(ctx, LS, middle)['token_acc']:.3f} of the "
-                  f"target tokens but exact match needs every token of a parse, {_trained(ctx)}"))
+    return Verdict(held, measured, lambda: _with_rate(
+        ctx, "middle", f"teacher-forced, the LD+EE exit {middle} predicts {_exit(ctx, LS, middle)['token_acc']:.3f} "
+                       f"of the target tokens but exact match needs every token of a parse, {_trained(ctx)}"))
 
 
 def middle_em_old(ctx: Context) -> Verdict:
@@ -90,6 +92,48 @@ def middle_em_old(ctx: Context) -> Verdict:
                   f"target tokens but gives EM {em[LS]:.3f}, {_trained(ctx)}"))
 
 
+def _rate_reading(ctx: Context, claim: str) -> tuple[bool, str] | None:
+    """The parsing study at Table 8's rate (parse_paper_rate): (whether `claim`, "middle" or "last", holds there,
+    what both rates read). None where this run trained the study at no other rate."""
+    if not ctx.has("parse_paper_rate"):
+        return None
+    table = ctx.table("parse_paper_rate")
+    at_paper = table["paper_rate"].astype(str) == "True"
+    middle, last = _depth(ctx)
+    em = {}
+    for paper, part in ((True, table[at_paper]), (False, table[~at_paper])):
+        for recipe in (PLAIN, LS):
+            for layer in (middle, last):
+                rows = part[(part["recipe"] == recipe) & (part["exit_layer"] == layer)]
+                if len(rows) != 1:
+                    return None
+                em[paper, recipe, layer] = float(rows["em"].iloc[0])
+    rates = {p: float(table.loc[at_paper == p, "lr"].iloc[0]) for p in (True, False)}
+    n = ctx.pcfg.test_examples
+    diff, lo, hi = diff_ci(em[True, PLAIN, last], n, em[True, LS, last], n)
+    if claim == "last":
+        kept = diff >= -FINAL_REGRESSION
+    else:
+        kept = (em[True, PLAIN, middle] <= PLAIN_EARLY_EM
+                and em[True, LS, middle] >= em[True, LS, last] - FIG10B_MIDDLE_GAP)
+    said = (f"at Table 8's {rates[True]:g}: last exit EM plain {em[True, PLAIN, last]:.3f}, LD+EE "
+            f"{em[True, LS, last]:.3f} ({fmt_ci(diff, lo, hi, 100, 1)} pts), exit {middle} EM plain "
+            f"{em[True, PLAIN, middle]:.3f}, LD+EE {em[True, LS, middle]:.3f} (at the chapter's {rates[False]:g}: last "
+            f"{em[False, PLAIN, last]:.3f} / {em[False, LS, last]:.3f}, exit {middle} {em[False, PLAIN, middle]:.3f} / "
+            f"{em[False, LS, middle]:.3f})")
+    return kept, said
+
+
+def _with_rate(ctx: Context, claim: str, budget: str) -> tuple[str, str]:
+    """Setup where the study at Table 8's rate holds `claim` (the chapter's rate is the cause), else `budget` with the
+    paper-rate reading beside it."""
+    rate = _rate_reading(ctx, claim)
+    if rate is not None and rate[0]:
+        return "setup", (f"{rate[1]}: the claim holds at the paper's rate, so its failure here is the chapter's "
+                         "rate's, not the budget's")
+    return "budget", budget + ("" if rate is None else f"; {rate[1]}: not held at the paper's rate either")
+
+
 def _last_diagnosis(ctx: Context) -> tuple[str, str]:
     _, last = _depth(ctx)
     exits = ctx.table("parse_exits")
@@ -100,9 +144,9 @@ def _last_diagnosis(ctx: Context) -> tuple[str, str]:
     diff, lo, hi = diff_ci(_em(ctx, PLAIN, last), ctx.pcfg.test_examples, ls[last], ctx.pcfg.test_examples)
     paths = em_paths(ctx)
     relation = "includes" if lo <= -FINAL_REGRESSION <= hi else "excludes"
-    return "budget", (f"the interval {fmt_ci(diff, lo, hi, 100, 1)} pts {relation} the paper's -3.0; "
-                      f"{above}needs: the same comparison at 2-3 step budgets, {_trained(ctx)} now"
-                      + (f"; {paths}" if paths else ""))
+    return _with_rate(ctx, "last", f"the interval {fmt_ci(diff, lo, hi, 100, 1)} pts {relation} the paper's -3.0; "
+                                    f"{above}needs: the same comparison at 2-3 step budgets, {_trained(ctx)} now"
+                                    + (f"; {paths}" if paths else ""))
 
 
 def last_em(ctx: Context) -> Verdict:
