@@ -315,6 +315,7 @@ if pcfg.recipes:
     parse_results = parse_study.run_grid(pcfg, work / "parse", source=source)
     run.table(tables.runs_table(parse_results), "parse_runs")
     parse_exits = run.table(tables.parse_exits(parse_results), "parse_exits", floatfmt=".3f")
+    run.table(tables.parse_pairs(parse_results), "parse_pairs", show=False)  # utterance by utterance, for the claims
     run.figure(plots.plot_parse_exits(parse_exits, {r: tables.label(r) for r in pcfg.recipes},
                                       "parsing: exact match at every exit of SmolLM2-135M"), "parse_exits")
 

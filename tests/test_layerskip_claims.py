@@ -504,6 +504,36 @@ def test_parse_claims_read_the_middle_and_last_exits():
     assert judged(parse_tables((0.0, 0.9), (0.85, 0.88))).loc["ls.fig10b.parse_middle_em", "verdict"] == H
 
 
+def test_parse_pairs_count_utterances_and_pair_the_last_exit_interval():
+    from rlib.layerskip.claims.base import paired_diff_ci
+
+    plain = {"15": "0" * 10, "30": "1111111110"}
+    layerskip = {"15": "1100000000", "30": "1111111001"}
+    results = [{"recipe": "baseline", "item_exact": plain}, {"recipe": "ld_ee", "item_exact": layerskip}]
+    pairs = tables.parse_pairs(results)
+    assert pairs.to_dict("records") == [
+        {"recipe": "ld_ee", "exit_layer": 15, "n": 10, "both": 0, "plain_only": 0, "other_only": 2, "neither": 8},
+        {"recipe": "ld_ee", "exit_layer": 30, "n": 10, "both": 7, "plain_only": 2, "other_only": 1, "neither": 0}]
+    assert tables.parse_pairs(results[1:]).empty  # no plain run: nothing to pair
+    # by hand: d = (1 - 2) / 10 = -0.1; variance ((2 + 1) / 10 - 0.01) / 10 = 0.029
+    diff, lo, hi = paired_diff_ci(2, 1, 10)
+    assert (diff, hi - diff) == (pytest.approx(-0.1), pytest.approx(1.959964 * 0.029 ** 0.5))
+    # the same utterances move together: the paired interval is narrower than the unpaired one of the same rates
+    found = parse_tables((0.0, 0.9), (0.1, 0.8))
+    unpaired = judged(found).loc["ls.fig10b.parse_last_em", "measured"]
+    n = ParseConfig.preset("cpu").test_examples
+    def parsed(share: float) -> dict[str, str]:  # the first share of the utterances parsed, the rest not
+        return {"30": "1" * round(share * n) + "0" * (n - round(share * n))}
+
+    paired = tables.parse_pairs([{"recipe": "baseline", "item_exact": parsed(0.9)},
+                                 {"recipe": "ld_ee", "item_exact": parsed(0.8)}])
+    measured = judged({**found, "parse_pairs": paired}).loc["ls.fig10b.parse_last_em", "measured"]
+    assert f"paired over the {n} utterances: {n // 10} parsed by plain alone, 0 by LD+EE alone" in measured
+    width = {k: float(m.split("[")[1].split(",")[1].split("]")[0]) - float(m.split("[")[1].split(",")[0])
+             for k, m in (("paired", measured), ("unpaired", unpaired))}
+    assert width["paired"] < width["unpaired"]
+
+
 def test_parse_last_em_names_the_generated_vs_teacher_forced_gap():
     found = parse_tables((0.0, 0.9), (0.1, 0.8))
     decoding = scratch_decoding()

@@ -15,7 +15,7 @@ from rlib.config import ConfigError
 from rlib.layerskip import parse_data, tables
 from rlib.layerskip.config import ParseConfig
 from rlib.layerskip.decoding import benchmark_decoding, decode_cases
-from rlib.layerskip.parse_study import exit_match_ids
+from rlib.layerskip.parse_study import exit_match_ids, match_summary
 from rlib.layerskip.speculative import early_exit_generate
 from tests.test_looping import ids, tiny_model
 
@@ -91,6 +91,13 @@ def test_teacher_forced_exact_match_equals_greedy_early_exit_generation():
         assert table.loc[e, "em"] == pytest.approx(sum(generated) / len(pairs)), e
         assert table.loc[e, "token_acc"] >= table.loc[e, "em"]
     assert 0 < hits_total < 4 * len(pairs)  # both outcomes occur, so the comparison can fail
+    items = exit_match_ids(model, pairs, (1, 2, 3, 4), batch_size=5, per_item=True)
+    assert len(items) == 4 * len(pairs) and sorted(set(items["item"])) == list(range(len(pairs)))
+    assert match_summary(items).set_index("exit_layer")[["em", "token_acc"]].equals(table[["em", "token_acc"]])
+    for e in (1, 2):  # item by item, the same outcome as greedy early-exit generation
+        generated = [early_exit_generate(model, torch.tensor([p]), len(t), e, eos_ids=())[0, len(p):].tolist() == t
+                     for p, t in pairs]
+        assert items[items["exit_layer"] == e].sort_values("item")["exact"].tolist() == generated
 
 
 def test_decoding_stops_at_eos_and_scores_outputs():

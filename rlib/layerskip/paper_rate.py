@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_config(pcfg)  # refuses a profile without the study before any training
             source = parse_study.load_source(pcfg)
             own_parse = parse_study.run_grid(pcfg, chapter_dir / "parse", source=source)
-            found |= {"parse_exits": tables.parse_exits(own_parse),
+            found |= {"parse_exits": tables.parse_exits(own_parse), "parse_pairs": tables.parse_pairs(own_parse),
                       "parse_paper_rate": parse_rate_table(own_parse, run_parse(pcfg, chapter_dir, source=source),
                                                            pcfg)}
         return found

@@ -38,7 +38,8 @@ from rlib.layerskip.training import LayerSkipDecoder, LayerSkipLoss, with_recipe
 from rlib.model import Decoder, convert, from_transformers
 from rlib.train import TrainConfig, train
 
-__all__ = ["CODE_MODULES", "build", "exit_match", "exit_match_ids", "load_model", "load_source", "run_grid"]
+__all__ = ["CODE_MODULES", "build", "exit_match", "exit_match_ids", "load_model", "load_source", "match_summary",
+           "run_grid"]
 
 CODE_MODULES = ("rlib.layerskip.parse_study", "rlib.layerskip.config", "rlib.layerskip.parse_data",
                 "rlib.layerskip.training", "rlib.layerskip.schedules", "rlib.train", "rlib.model.decoder",
@@ -50,17 +51,19 @@ CODE_MODULES = ("rlib.layerskip.parse_study", "rlib.layerskip.config", "rlib.lay
 
 @torch.inference_mode()
 def exit_match_ids(model: Decoder, pairs: list[tuple[list[int], list[int]]], exits: tuple[int, ...],
-                   batch_size: int = 16) -> pd.DataFrame:
+                   batch_size: int = 16, per_item: bool = False) -> pd.DataFrame:
     """pairs: (prompt ids, target ids) -> one row per exit: `em`, the share of pairs whose every target token is the
-    head's argmax after `exit` layers given the true prefix, and `token_acc`, the share of target tokens that are."""
+    head's argmax after `exit` layers given the true prefix, and `token_acc`, the share of target tokens that are.
+    per_item: one row per (pair, exit) instead, `item` the pair's index, `exact` whether the whole target is the
+    argmax, `right` / `tokens` its target tokens that are / all of them (two models read on the same pairs compare
+    pair by pair: `rlib.layerskip.tables.parse_pairs`)."""
     n_layers = len(model.plan)
     if not exits or min(exits) < 1 or max(exits) > n_layers:
         raise ConfigError(f"exits {list(exits)} must name layers in [1, {n_layers}]")
     if not pairs or any(not prompt or not target for prompt, target in pairs):
         raise ConfigError("exit_match needs at least one (prompt, target) pair, neither of them empty")
     model.eval()
-    exact = dict.fromkeys(exits, 0)
-    right = dict.fromkeys(exits, 0)
+    rows = []
     for start in range(0, len(pairs), batch_size):
         batch = pairs[start:start + batch_size]
         ids = torch.zeros(len(batch), max(len(p) + len(t) for p, t in batch) - 1, dtype=torch.long)  # [b, T]
@@ -72,17 +75,24 @@ def exit_match_ids(model: Decoder, pairs: list[tuple[list[int], list[int]]], exi
             gold = torch.tensor(target)
             for e in exits:
                 hits = model.head(hidden[e - 1][row, span]).argmax(-1) == gold  # [n]
-                exact[e] += int(hits.all())
-                right[e] += int(hits.sum())
-    total = sum(len(t) for _, t in pairs)
-    return pd.DataFrame([{"exit_layer": e, "em": exact[e] / len(pairs), "token_acc": right[e] / total}
-                         for e in exits])
+                rows.append({"item": start + row, "exit_layer": e, "exact": bool(hits.all()),
+                             "right": int(hits.sum()), "tokens": len(target)})
+    items = pd.DataFrame(rows)
+    return items if per_item else match_summary(items)
+
+
+def match_summary(items: pd.DataFrame) -> pd.DataFrame:
+    """`exit_match_ids(..., per_item=True)`'s rows -> its per-exit rows (`em`, `token_acc`)."""
+    total = items.groupby("exit_layer")[["exact", "right", "tokens"]].agg("sum")
+    pairs = items.groupby("exit_layer")["item"].count()
+    return pd.DataFrame({"exit_layer": total.index, "em": (total["exact"] / pairs).to_numpy(),
+                         "token_acc": (total["right"] / total["tokens"]).to_numpy()})
 
 
 def exit_match(model: Decoder, tokenizer, items: list[parse_data.ParseExample], exits: tuple[int, ...],
-               batch_size: int = 16) -> pd.DataFrame:
+               batch_size: int = 16, per_item: bool = False) -> pd.DataFrame:
     """`exit_match_ids` over parsing examples: the target is the parse and its EOS (module docstring)."""
-    return exit_match_ids(model, [parse_data.target_ids(tokenizer, ex) for ex in items], exits, batch_size)
+    return exit_match_ids(model, [parse_data.target_ids(tokenizer, ex) for ex in items], exits, batch_size, per_item)
 
 
 # ---- one run ------------------------------------------------------------------------------------------------------
@@ -109,11 +119,15 @@ def run_one(run: ParseRun, cfg: ParseConfig, source: Decoder, tokenizer, slot: R
     convert.save(decoder, slot.folder / "model")
     slot.drop_checkpoint()
     test = parse_data.examples("test", cfg.test_examples, cfg.seed)
-    match = exit_match(decoder, tokenizer, test, cfg.exits(len(decoder.plan)), batch_size=cfg.micro_batch_size * 4)
+    items = exit_match(decoder, tokenizer, test, cfg.exits(len(decoder.plan)), batch_size=cfg.micro_batch_size * 4,
+                       per_item=True)
     return {"name": run.name, "recipe": run.recipe, "tokens": result.tokens, "seconds": result.seconds,
             "step_seconds": result.seconds / cfg.steps, "epochs": cfg.steps * cfg.batch_size / len(windows),
             "train_curve": {"step": log["step"].tolist(), "loss": log["loss"].tolist()},
-            "exits": match.to_dict("records")}
+            "exits": match_summary(items).to_dict("records"),
+            # per exit, "1" / "0" for each test utterance in order: whether the exit gives its whole parse
+            "item_exact": {str(e): "".join("1" if x else "0" for x in part.sort_values("item")["exact"])
+                           for e, part in items.groupby("exit_layer")}}
 
 
 def load_source(cfg: ParseConfig) -> Decoder:

@@ -20,6 +20,8 @@ On the pretrained model (Sec. 5.1-5.3; Table 1, Figs. 2, 6 and 10a):
 
 Parsing (Sec. 5.3; Fig. 10b, Tables 5, 6, 10):
     parse_exits       per recipe and exit: teacher-forced exact match and token accuracy (Fig. 10b's data)
+    parse_pairs       per exit, plain fine-tuning against another recipe utterance by utterance: how many parses
+                      both, only one or neither give (the paired counts of Fig. 10b's differences; ours)
     table_10          Table 10's layout from a `decode_study.parse_decoding` table: per method and E the exact match
                       of the generated parses, acceptance, ms/token and speedup
     parse_examples    a few training examples as prompt and target
@@ -44,8 +46,8 @@ from rlib.layerskip.decoding import vocab_rows
 from rlib.tasks import PRIMARY_METRIC
 
 __all__ = ["COLUMNS", "RECIPE_LABELS", "best_whole_head", "cost_table", "curriculum_table", "exit_long", "exit_table",
-           "label", "mid_last_table", "parse_examples", "parse_exits", "probe_curves", "probe_summary", "runs_table",
-           "schedule_table", "step_times", "table_1", "table_10", "task_long", "train_curves"]
+           "label", "mid_last_table", "parse_examples", "parse_exits", "parse_pairs", "probe_curves", "probe_summary",
+           "runs_table", "schedule_table", "step_times", "table_1", "table_10", "task_long", "train_curves"]
 
 RECIPE_LABELS = {"baseline": "baseline", "ld": "LD", "ee": "EE", "ld_ee": "LD+EE", "ld_const": "LD const",
                  "ld_tconst": "LD S=1", "ee_all": "EE all layers", "ee_gradual": "EE gradual"}
@@ -191,6 +193,26 @@ def parse_exits(results: list[dict[str, Any]]) -> pd.DataFrame:
     frames = [pd.DataFrame(r["exits"]).assign(recipe=r["recipe"]) for r in results]
     table = pd.concat(frames, ignore_index=True)
     return table[["recipe", "exit_layer", "em", "token_acc"]]
+
+
+def parse_pairs(results: list[dict[str, Any]], plain: str = "baseline") -> pd.DataFrame:
+    """Per other recipe and exit read by both: `n` test utterances, `both` / `plain_only` / `other_only` / `neither`
+    the counts of utterances whose whole parse both models, only the plain one, only the other one or neither give
+    (from the runs' `item_exact`, `rlib.layerskip.parse_study.run_one`); no rows without a plain run."""
+    runs = {r["recipe"]: r["item_exact"] for r in results}
+    rows = []
+    for recipe, exact in runs.items():
+        if recipe == plain or plain not in runs:
+            continue
+        for exit_key in sorted(set(exact) & set(runs[plain]), key=int):
+            a, b = runs[plain][exit_key], exact[exit_key]
+            if len(a) != len(b):
+                raise ValueError(f"{plain} and {recipe} read {len(a)} and {len(b)} utterances at exit {exit_key}")
+            pairs = list(zip(a, b))
+            rows.append({"recipe": recipe, "exit_layer": int(exit_key), "n": len(pairs),
+                         "both": pairs.count(("1", "1")), "plain_only": pairs.count(("1", "0")),
+                         "other_only": pairs.count(("0", "1")), "neither": pairs.count(("0", "0"))})
+    return pd.DataFrame(rows, columns=["recipe", "exit_layer", "n", "both", "plain_only", "other_only", "neither"])
 
 
 def table_10(decoding: pd.DataFrame) -> pd.DataFrame:

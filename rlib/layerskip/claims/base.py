@@ -7,6 +7,7 @@ statistics they apply (`rlib.layerskip.claims` judges every claim with them).
                  (a function, called only then)
     Unmeasured   a claim's numbers are not in the tables (a missing table, recipe or row), with the reason
     diff_ci      a difference of two proportions with its 95 % interval (unpaired normal approximation)
+    paired_diff_ci  the same for two readings of the same items, from the discordant counts
     gate         issue 25's decoding gate: greedy output with distinct-2 >= 0.5 (threshold ours) counts
 
 Decoding rows (`rlib.layerskip.decoding` tables): `spec_rows`, `ar_row`, `drafted` (drafted tokens of a row).
@@ -26,7 +27,7 @@ from rlib.layerskip.config import AdaptConfig, LayerSkipConfig, ParseConfig
 from rlib.layerskip.decoding import vocab_rows
 
 __all__ = ["GATE", "LS", "PLAIN", "Z95", "Check", "Context", "Diagnosis", "Unmeasured", "Verdict", "ar_row", "diff_ci",
-           "drafted", "decoded", "decoding_kind", "fmt_ci", "gate_fails", "one", "spec_rows"]
+           "drafted", "decoded", "decoding_kind", "fmt_ci", "gate_fails", "one", "paired_diff_ci", "spec_rows"]
 
 LS, PLAIN = "ld_ee", "baseline"  # the recipes of the LayerSkip model and the plain one the claims compare
 GATE = 0.5  # distinct-2 of the greedy output at or above which a decoding claim counts (issue 25; threshold ours)
@@ -120,6 +121,15 @@ def diff_ci(p1: float, n1: int, p2: float, n2: int) -> tuple[float, float, float
     approximation; per-item pairs are not in the tables, so the interval is conservative for paired items)."""
     half = Z95 * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
     return p2 - p1, p2 - p1 - half, p2 - p1 + half
+
+
+def paired_diff_ci(first_only: int, second_only: int, n: int) -> tuple[float, float, float]:
+    """(p2 - p1, lower, upper) for two readings of the same `n` items: `first_only` items right in the first reading
+    alone, `second_only` in the second alone (the normal approximation of the paired difference, whose variance the
+    concordant items do not add to)."""
+    diff = (second_only - first_only) / n
+    half = Z95 * math.sqrt(max(0.0, (first_only + second_only) / n - diff ** 2) / n)
+    return diff, diff - half, diff + half
 
 
 # ------------------------------------------------------------------------------------------------ decoding tables

@@ -2,10 +2,11 @@
 Task-Specific Dataset", Fig. 10b; the early-exit rows of Tables 5 and 10).
 
 Tables read: parse_exits (teacher-forced exact match and token accuracy per recipe and exit, over the config's
-`test_examples` utterances), parse_runs (epochs), decoding_parse (the generated parses' exact match `score` on the
-first `decode_prompts` test utterances), parse_paper_rate (the same exits of both recipes trained again at Table 8's
-rate, `rlib.layerskip.paper_rate`: the Fig. 10b diagnoses read setup where the claim holds there). `CHECKS` maps each
-claim id to its check.
+`test_examples` utterances), parse_pairs (plain fine-tuning against LD+EE utterance by utterance: the last exit's
+difference is paired where the run has it), parse_runs (epochs), decoding_parse (the generated parses' exact match
+`score` on the first `decode_prompts` test utterances), parse_paper_rate (the same exits of both recipes trained
+again at Table 8's rate, `rlib.layerskip.paper_rate`: the Fig. 10b diagnoses read setup where the claim holds there).
+`CHECKS` maps each claim id to its check.
 """
 
 from __future__ import annotations
@@ -13,7 +14,19 @@ from __future__ import annotations
 import pandas as pd
 from scipy.stats import binom
 
-from rlib.layerskip.claims.base import LS, PLAIN, Check, Context, Unmeasured, Verdict, ar_row, diff_ci, fmt_ci, one
+from rlib.layerskip.claims.base import (
+    LS,
+    PLAIN,
+    Check,
+    Context,
+    Unmeasured,
+    Verdict,
+    ar_row,
+    diff_ci,
+    fmt_ci,
+    one,
+    paired_diff_ci,
+)
 
 __all__ = ["CHECKS"]
 
@@ -134,6 +147,22 @@ def _with_rate(ctx: Context, claim: str, budget: str) -> tuple[str, str]:
     return "budget", budget + ("" if rate is None else f"; {rate[1]}: not held at the paper's rate either")
 
 
+def _last_gap(ctx: Context) -> tuple[float, float, float, str]:
+    """LD+EE's last-exit EM minus plain fine-tuning's with its 95 % interval, paired over the test utterances where
+    the run has parse_pairs, else unpaired; and a phrase naming which."""
+    _, last = _depth(ctx)
+    if ctx.has("parse_pairs"):
+        pairs = ctx.table("parse_pairs")
+        row = pairs[(pairs["recipe"] == LS) & (pairs["exit_layer"] == last)]
+        if len(row) == 1:
+            r = row.iloc[0]
+            return (*paired_diff_ci(int(r["plain_only"]), int(r["other_only"]), int(r["n"])),
+                    f"paired over the {int(r['n'])} utterances: {int(r['plain_only'])} parsed by plain alone, "
+                    f"{int(r['other_only'])} by LD+EE alone")
+    n = ctx.pcfg.test_examples
+    return (*diff_ci(_em(ctx, PLAIN, last), n, _em(ctx, LS, last), n), f"n = {n}")
+
+
 def _last_diagnosis(ctx: Context) -> tuple[str, str]:
     _, last = _depth(ctx)
     exits = ctx.table("parse_exits")
@@ -141,7 +170,7 @@ def _last_diagnosis(ctx: Context) -> tuple[str, str]:
     best = int(ls.idxmax())
     above = (f"LD+EE's exit {best} reaches EM {ls[best]:.3f}, above its own last exit {ls[last]:.3f}: an under-trained "
              "last layer; " if best != last else "")
-    diff, lo, hi = diff_ci(_em(ctx, PLAIN, last), ctx.pcfg.test_examples, ls[last], ctx.pcfg.test_examples)
+    diff, lo, hi, _ = _last_gap(ctx)
     paths = em_paths(ctx)
     relation = "includes" if lo <= -FINAL_REGRESSION <= hi else "excludes"
     return _with_rate(ctx, "last", f"the interval {fmt_ci(diff, lo, hi, 100, 1)} pts {relation} the paper's -3.0; "
@@ -153,9 +182,8 @@ def last_em(ctx: Context) -> Verdict:
     """Fig. 10b / Table 5: LD+EE's last-exit EM no more than 3 points below plain fine-tuning's."""
     _, last = _depth(ctx)
     em = {r: _em(ctx, r, last) for r in (PLAIN, LS)}
-    diff, lo, hi = diff_ci(em[PLAIN], ctx.pcfg.test_examples, em[LS], ctx.pcfg.test_examples)
-    measured = (f"last exit EM plain {em[PLAIN]:.3f}, LD+EE {em[LS]:.3f}: {fmt_ci(diff, lo, hi, 100, 1)} pts (n = "
-                f"{ctx.pcfg.test_examples})")
+    diff, lo, hi, how = _last_gap(ctx)
+    measured = f"last exit EM plain {em[PLAIN]:.3f}, LD+EE {em[LS]:.3f}: {fmt_ci(diff, lo, hi, 100, 1)} pts ({how})"
     return Verdict(diff >= -FINAL_REGRESSION, measured, lambda: _last_diagnosis(ctx))
 
 
