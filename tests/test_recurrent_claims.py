@@ -153,15 +153,21 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     judged = _judge({**committed, **long}, RecurrentConfig.preset("cpu-long"))
     # MAD's value draws (2026-12-05): RT trained on the scored targets stays on its plateau (0.32 after 1,000 steps)
     assert tuple(judged.loc["rt.ours.task_loss_ablation", ["verdict", "diagnosis"]]) == ("not held", "budget")
-    for claim in ("rt.e2.norm_allows_higher_lr", "rt.e2.no_norm_significantly_worse"):
-        assert tuple(judged.loc[claim, ["verdict", "diagnosis"]]) == ("not held", "scale")
+    # the grid reaches 3.16e-2 since 2026-12-07: there the norm-free shallow RT diverges and the normed one does not
+    # (4.898), so the norm allows the higher rate; both variants' best rate is 1e-2 below it, where they tie
+    assert tuple(judged.loc["rt.e2.norm_allows_higher_lr", ["verdict", "diagnosis"]]) == ("held", "")
+    worse = judged.loc["rt.e2.no_norm_significantly_worse"]
+    assert (worse["verdict"], worse["diagnosis"]) == ("not held", "scale")
+    assert "without - with per lr: -0.016, -0.001, +0.004, diverged" in worse["measured"]
+    assert "without the norm the run at lr 0.0316 diverged where the normed one reaches 4.898" in worse["evidence"]
+    assert "+0.018 over its best at 0.01" in worse["evidence"] and "do not reach" not in worse["evidence"]
     # the norm-free layer ahead beyond the seed s.d. at the lowest rate: named as the reverse of the paper's order
-    assert "better beyond 2 seed s.d. at lr 0.001, the reverse of the paper's order" in judged.loc[
-        "rt.e2.no_norm_significantly_worse", "evidence"]
+    assert "better beyond 2 seed s.d. at lr 0.001, the reverse of the paper's order" in worse["evidence"]
     # the 2L row parameter-matched (~D / sqrt(2), Table 1's 24 x 1024 shape), tuned over the grid as the others:
-    # deeper and narrower is worse at this size (4.9347 vs 4.8964, 2.0 s.e.), the paper's own reading of its row
-    assert tuple(judged.loc["rt.table1.transformer_2L", ["verdict", "diagnosis"]]) == ("held", "")
-    assert "T(2L) 4.9347 vs T(L) 4.8964 (+0.0383, 2.0 s.e.)" in judged.loc["rt.table1.transformer_2L", "measured"]
+    # deeper and narrower is worse at this size, the paper's own reading of its row. On the threshold: +0.0385 is
+    # 2.01 s.e. in this run (the EPYC), +0.0383 was 1.97 s.e. in the run before (the AMX Xeon), so it reads not held
+    assert tuple(judged.loc["rt.table1.transformer_2L", ["verdict", "diagnosis"]]) == ("not held", "scale")
+    assert "T(2L) 4.9349 vs T(L) 4.8964 (+0.0385, 2.0 s.e.)" in judged.loc["rt.table1.transformer_2L", "measured"]
     # tuned as App. D.1: the RT - T comparisons at equal shape read budget, the tuning named in the evidence
     equal = judged.loc["rt.table1.rt_beats_transformer_equal_depth"]
     assert (equal["verdict"], equal["diagnosis"]) == ("not held", "budget")
@@ -170,18 +176,18 @@ def test_the_promoted_cpu_long_tables_give_the_moved_claims_verdicts(committed):
     # memorization on MAD's 256 sequences, scored on fresh ones: the 1-layer Transformer solves it (0.722)
     assert tuple(judged.loc["rt.fig5.transformer_no_meaningful_performance", ["verdict", "diagnosis"]]) == (
         "not held", "disagrees with the paper")
-    # the tuning grid (copy at 15 epochs) lifts RT's copy to 13x chance: the set-up check holds
+    # the tuning grid (copy at 15 epochs) lifts RT's copy to 13x chance (13.4x on the AMX Xeon): the set-up check holds
     assert judged.loc["rt.ours.task_setup_copying", "verdict"] == "held"
-    assert "copy: RT 13.4x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
+    assert "copy: RT 13.2x, T 3.6x chance" in judged.loc["rt.ours.task_setup_copying", "measured"]
     # Figs. 8-9 at batch 16 and 32, the downstream columns and the decode cost: measured, with diagnoses
     assert tuple(judged.loc["rt.fig8_9.batch_sizes_150m", ["verdict", "diagnosis"]]) == ("not held", "budget")
     gold_ce = "rt.tables3_5_8.downstream_gold_ce.ours"
     assert tuple(judged.loc[gold_ce, ["verdict", "diagnosis"]]) == ("not held", "budget")
     assert judged.loc["rt.tables6_9_10.downstream_accuracy", "verdict"] == "held"
-    # cpu-long's own decode-cost timing (2026-12-07, AMX Xeon, 15 paired rounds, quiet): at batch 1 the interval lies
-    # above the paper's 1.2x (it straddled it on 2026-12-06, 1.30x [1.15, 1.35]), so not held, scale
-    assert tuple(judged.loc["rt.abstract.decode_cost", ["verdict", "diagnosis"]]) == ("not held", "scale")
-    assert "batch 1: RT / T 1.24x per token [1.23, 1.26]" in judged.loc["rt.abstract.decode_cost", "measured"]
+    # cpu-long's own decode-cost timing (2026-12-07 evening, the EPYC, 15 paired rounds, quiet): at batch 1 the
+    # interval straddles the paper's 1.2x, so not testable (above it, 1.24x [1.23, 1.26], on the AMX Xeon that day)
+    assert judged.loc["rt.abstract.decode_cost", "verdict"] == "not testable at this scale"
+    assert "batch 1: RT / T 1.23x per token [1.16, 1.29]" in judged.loc["rt.abstract.decode_cost", "measured"]
 
 
 # ---- small synthetic tables: one number flips a verdict -------------------------------------------------------

@@ -1442,14 +1442,35 @@ def _sd_text(sd: float) -> str:
     return f"{sd:.4f}" if np.isfinite(sd) else "unknown (one seed)"
 
 
-def _no_instability(table: pd.DataFrame, wide: pd.DataFrame, shape: str, cfg: RecurrentConfig) -> str:
-    trend = "falls monotonically with lr" if all(wide[c].is_monotonic_decreasing for c in wide) else "is finite"
+def _stability(table: pd.DataFrame, wide: pd.DataFrame, shape: str, cfg: RecurrentConfig) -> str:
+    """What the grid says about the norm-free layer's stability edge: no run diverged (the grid stops below it), or
+    which runs did, against both variants' best rates."""
+    best = f"best lr {wide[True].idxmin():g} with the norm, {wide[False].idxmin():g} without"
+    where = f"at {shape}, N {cfg.lm_seq_len} and {cfg.lm_steps} steps"
+    diverged = table[table["diverged"]]
     top = float(wide.index.max())
-    more = "the same grid plus 3.16e-2" if top < 3e-2 else f"rates above {top:g}"
-    return (f"{int(table['diverged'].sum())} of {len(table)} runs diverged and NLL {trend} for both variants (best lr "
-            f"{wide[True].idxmin():g} with the norm, {wide[False].idxmin():g} without), so at {shape}, N "
-            f"{cfg.lm_seq_len} and {cfg.lm_steps} steps even lr {top:g} is below the stability edge the paper reports "
-            f"for the norm-free layer; needs: {more} at L 4-8 and N 256, logging grad_norm and max ||z|| per layer")
+    if diverged.empty:
+        trend = "falls monotonically with lr" if all(wide[c].is_monotonic_decreasing for c in wide) else "is finite"
+        more = "the same grid plus 3.16e-2" if top < 3e-2 else f"rates above {top:g}"
+        return (f"0 of {len(table)} runs diverged and NLL {trend} for both variants ({best}), so {where} even lr "
+                f"{top:g} is below the stability edge the paper reports for the norm-free layer; needs: {more} at L "
+                "4-8 and N 256, logging grad_norm and max ||z|| per layer")
+    if diverged["kv_norm"].any():
+        return (f"{len(diverged)} of {len(table)} runs diverged, with the norm too (lr "
+                f"{', '.join(f'{lr:g}' for lr in sorted(diverged.loc[diverged['kv_norm'], 'lr']))})")
+    edge = float(diverged["lr"].min())
+    normed, normed_best = float(wide.loc[edge, True]), float(wide[True].min())
+    return (f"without the norm the run at lr {edge:g} diverged where the normed one reaches {normed:.3f}, so the norm "
+            f"does keep the higher rate stable (Sec. 4, App. E.2); but {where} that rate is past the normed layer's "
+            f"own optimum ({normed - normed_best:+.3f} over its best at {wide[True].idxmin():g}; {best}), so the "
+            "stability it buys lowers no NLL here; needs: the same grid at L 4-8 and N 256, where the best rate may "
+            "reach the norm-free layer's edge")
+
+
+def _per_lr(wide: pd.DataFrame) -> str:
+    """Without - with the norm per lr ("diverged" where the norm-free run did)."""
+    return ", ".join("diverged" if not np.isfinite(wide.loc[lr, False]) else
+                     f"{wide.loc[lr, False] - wide.loc[lr, True]:+.3f}" for lr in wide.index)
 
 
 @_rule("rt.e2.norm_allows_higher_lr", "norm_ablation", "language_models")
@@ -1469,23 +1490,24 @@ def _norm_higher_lr(tables, cfg) -> Verdict:
                 f"{len(table)} diverged; seed s.d. {_sd_text(sd)}")
     if not normed_stable:
         return held, measured, ("disagrees with the paper", f"{measured}: a run with the norm diverged")
-    return held, measured, ("scale", _no_instability(table, wide, shape, cfg))
+    return held, measured, ("scale", _stability(table, wide, shape, cfg))
 
 
 @_rule("rt.e2.no_norm_significantly_worse", "norm_ablation", "language_models")
 def _no_norm_worse(tables, cfg) -> Verdict:
     table, wide, sd, shape = _ablation(tables)
     gap = wide[False].min() - wide[True].min()
-    per_lr = ", ".join(f"{wide.loc[lr, False] - wide.loc[lr, True]:+.3f}" for lr in wide.index)
+    per_lr = _per_lr(wide)
     measured = (f"{shape}: best without the norm {wide[False].min():.3f} vs with {wide[True].min():.3f} "
                 f"({gap:+.3f}; seed s.d. {_sd_text(sd)}); without - with per lr: {per_lr}")
     better = [lr for lr in wide.index if wide.loc[lr, True] - wide.loc[lr, False] > 2 * sd]
     reverse = (f"without the norm the shallow RT is better beyond 2 seed s.d. at lr "
                f"{', '.join(f'{lr:g}' for lr in better)}, the reverse of the paper's order; " if better else "")
+    unreached = better and not table["diverged"].any()
     return bool(gap > 2 * sd), measured, ("scale", f"without - with is {per_lr} over the lrs; {reverse}"
-                                          + _no_instability(table, wide, shape, cfg)
+                                          + _stability(table, wide, shape, cfg)
                                           + ("; the paper ties the norm's gain to stability at higher rates (Sec. "
-                                             "4), which these runs do not reach (inferred)" if better else ""))
+                                             "4), which these runs do not reach (inferred)" if unreached else ""))
 
 
 # ---- Sec. 7.2, Tables 3-10: downstream scores of the LM runs ---------------------------------------------------

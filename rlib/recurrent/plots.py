@@ -190,12 +190,22 @@ def plot_lm_tuning(table: pd.DataFrame, title: str) -> Figure:
 
 
 def plot_ablation(table: pd.DataFrame, title: str) -> Figure:
+    """`rlib.recurrent.tables.ablation_table`: test NLL against the peak rate with and without the pre-KV norm; a
+    diverged run (no finite NLL) is a cross on the top edge, in its variant's colour."""
     fig, ax = new_figure(5.6, 3.6)
     colours = sns.color_palette(PALETTE, 2)
+    crosses = []
     for colour, (kv_norm, rows) in zip(colours, table.groupby("kv_norm", sort=False)):
         rows = rows.sort_values("lr")
-        ax.semilogx(rows["lr"], rows["test_nll"], marker="o", color=colour,
-                    label="with the pre-KV norm (Eq. 1-2)" if kv_norm else "without (App. E.2)")
+        name = "with the pre-KV norm (Eq. 1-2)" if str(kv_norm) == "True" else "without (App. E.2)"
+        ax.semilogx(rows["lr"], rows["test_nll"], marker="o", color=colour, label=name)
+        diverged = rows[rows["diverged"].astype(str) == "True"] if "diverged" in rows else rows.iloc[:0]
+        if not diverged.empty:
+            crosses.append((diverged["lr"], colour, f"{name}: diverged"))
+    top = ax.get_ylim()[1]
+    for lrs, colour, label in crosses:
+        ax.plot(lrs, [top] * len(lrs), linestyle="none", marker="x", markersize=10, markeredgewidth=2,
+                color=colour, clip_on=False, label=label)
     return _label(fig, "peak learning rate", "test NLL", title)
 
 
