@@ -222,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
             found |= {"pretrained_exits": exits,
                       "paper_rate": rate_table(chapter + rated, acfg, rcfg, int(exits["exit_layer"].max()))}
         if rcfg.parse:
-            parse_config(pcfg)  # refuses a profile without the study before any training
             source = parse_study.load_source(pcfg)
             own_parse = parse_study.run_grid(pcfg, chapter_dir / "parse", source=source)
             found |= {"parse_exits": tables.parse_exits(own_parse), "parse_pairs": tables.parse_pairs(own_parse),
@@ -234,8 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         configs = (LayerSkipConfig.preset(profile), AdaptConfig.preset(profile), ParseConfig.preset(profile))
         return claims.judge(written, *configs, profile).finish()
 
-    def has_runs(profile: str) -> bool:
+    def has_runs(profile: str) -> bool:  # a profile the study cannot run is refused here, before any training
         rcfg = PaperRateConfig.preset(profile)
+        if rcfg.studies:
+            rate_config(AdaptConfig.preset(profile), rcfg)
+        if rcfg.parse:
+            parse_config(ParseConfig.preset(profile))
         return bool(rcfg.studies) or rcfg.parse
 
     return run_study(argv, "python -m rlib.layerskip.paper_rate", __doc__.splitlines()[0], has_runs, written, judge,
