@@ -25,12 +25,20 @@ CONTINUAL = paper_rate.PaperRateConfig(studies=("continual",))
 
 def test_presets_and_the_derived_study_change_only_the_rate():
     rcfg = paper_rate.PaperRateConfig.preset(LONG)
-    assert paper_rate.PaperRateConfig.preset("cpu").studies == () and rcfg.studies == ("code",)
-    assert ACFG.study("continual").lr == 3e-5  # Table 8's rate for Llama2 7B, the chapter's own since 2026-12-07
+    assert paper_rate.PaperRateConfig.preset("cpu").studies == () and rcfg.studies == ()
+    # Table 8's rates, the chapter's own since 2026-12-07: continual pretraining (Llama2 7B) and the code fine-tune
+    assert (ACFG.study("continual").lr, ACFG.study("code").lr) == (3e-5, 1e-4)
+    assert config.AdaptConfig.preset("gpu").study("code").lr == 1e-4
     with pytest.raises(ConfigError, match="already trains at Table 8's rate 3e-05"):
         paper_rate.rate_config(ACFG, CONTINUAL)
-    (code,) = paper_rate.rate_config(ACFG, rcfg).studies
-    assert (code.name, code.lr, ACFG.study("code").lr) == ("code_lr0.0001", 1e-4, 3e-4)  # Table 8: the code fine-tune
+    with pytest.raises(ConfigError, match="already trains at Table 8's rate 0.0001"):
+        paper_rate.rate_config(ACFG, paper_rate.PaperRateConfig(studies=("code",)))
+    # the code study as it trained until 2026-12-07 (3e-4), the set-up its measurement compared
+    former_code = ACFG.override(studies=tuple(replace(s, lr=3e-4) if s.name == "code" else s for s in ACFG.studies))
+    (code,) = paper_rate.rate_config(former_code, paper_rate.PaperRateConfig(studies=("code",))).studies
+    assert (code.name, code.lr) == ("code_lr0.0001", 1e-4)
+    assert "code 0.0001 (Table 8: 0.0001)" in paper_rate.rates_line(ACFG, config.ParseConfig.preset(LONG))
+    assert "parsing 0.0003 (Table 8: 0.0001)" in paper_rate.rates_line(ACFG, config.ParseConfig.preset(LONG))
     rated = paper_rate.rate_config(FORMER, CONTINUAL)
     (study,) = rated.studies
     base = FORMER.study("continual")

@@ -11,20 +11,23 @@ evaluation corpus.
 
 It first ran on the continual study, then at 3e-4 (benchmarks/results/ls_paper_rate_cpu_long.md, 2026-12-07): at 3e-5
 plain training was better on every corpus and LD+EE's last exit lost 5-10x less on the corpora it did not train on,
-so the chapter's continual study now trains at Table 8's rate and this study measures the code fine-tune (3e-4 here,
-Table 8's 1e-4). The parsing study (`rlib.layerskip.parse_study`, Fig. 10b's TOPv2 analog, 3e-4 in cpu-long) trains
-again at Table 8's 1e-4 the same way (`parse_config`, `run_parse`), and `parse_rate_table` reads both rates' exact match
-at every exit. A study already at Table 8's rate is refused: nothing to compare.
+so the chapter's continual study trains at Table 8's rate since. The code fine-tune then, at 3e-4 against Table 8's
+1e-4 (benchmarks/results/ls_paper_rate_code_cpu_long.md, the same day), read alike: plain fine-tuning better at 1e-4 on
+every corpus, LD+EE's last exit +6.6 / -2.5 / +4.4 % over the pretrained model's there against +24.7 / +8.8 / +27.5 %,
+so the code study trains at 1e-4 since. The parsing study (`rlib.layerskip.parse_study`, Fig. 10b's TOPv2 analog,
+3e-4 in cpu-long) trains again at Table 8's 1e-4 the same way (`parse_config`, `run_parse`), and `parse_rate_table`
+reads both rates' exact match at every exit. A study already at Table 8's rate is refused: nothing to compare.
 
 Each paper-rate study is a study of its own (`<study>_lr<rate>`), trained and cached by `rlib.layerskip.adapt` like
 the chapter's runs of the pretrained model (keyed on the study's own settings); the parsing runs at Table 8's rate are
 `rlib.layerskip.parse_study`'s, in a folder of their own (`PARSE_FOLDER`). This module's source keys nothing.
 
-    PaperRateConfig  which studies train again at Table 8's rate, per profile (cpu: none; cpu-long: code, parse)
+    PaperRateConfig  which studies train again at Table 8's rate, per profile (cpu: none; cpu-long: parse)
     rate_config      the AdaptConfig whose studies are those paper-rate studies (no local tasks, no decoding)
     run_sweep        train (or read back) every paper-rate run
     rate_table       per (study, rate, recipe, corpus): middle and last exit perplexity, against the pretrained model
                      and plain training at the same rate
+    rates_line       each study's rate beside Table 8's, for a profile that sweeps none of them
     parse_config     the ParseConfig at Table 8's rate; run_parse trains (or reads back) its recipes
     parse_rate_table per (rate, recipe, exit): the parsing study's exact match and token accuracy, against plain
                      fine-tuning at the same rate
@@ -48,7 +51,7 @@ from rlib.layerskip.config import SOURCE, AdaptConfig, AdaptRun, ParseConfig, St
 CHAPTER = "05_layerskip"
 
 __all__ = ["CLAIMS", "PAPER_PARSE_RATE", "PAPER_RATES", "PARSE_FOLDER", "PaperRateConfig", "main", "paper_study",
-           "parse_config", "parse_rate_table", "rate_config", "rate_table", "run_parse", "run_sweep"]
+           "parse_config", "parse_rate_table", "rate_config", "rate_table", "rates_line", "run_parse", "run_sweep"]
 
 # Table 8's initial learning rate of each study's experiment: continual pretraining, Llama2 7B (13B: 2e-5); the code
 # fine-tune, Llama1 7B (with and without layer dropout alike)
@@ -69,13 +72,14 @@ class PaperRateConfig(Preset):
     parse: bool = False  # the parsing study's recipes again at PAPER_PARSE_RATE
 
     PRESETS = {
+        # smoke: its code study's one recipe (smoke trains it at 3e-4) and its parsing study's, a step or two each.
+        # cpu: none (the chapter takes its 40 minutes; it has no code or parsing study). cpu-long: the parsing study's
+        # two recipes at 1e-4, 160 steps each (about 60 min). The continual and code studies train at Table 8's rates
+        # themselves since 2026-12-07 (this study's measurements moved them); gpu's parsing study does too
         "smoke": dict(studies=("code",), parse=True),
-        # cpu: none (the chapter takes its 40 minutes; it has no code or parsing study). cpu-long: the code study's two
-        # recipes at 1e-4, 100 steps each, and the parsing study's two at 1e-4, 160 steps each (about 60 min). The
-        # continual study trains at Table 8's rate itself since 2026-12-07; gpu's parsing study does too
         "cpu": dict(studies=(), parse=False),
-        "cpu-long": dict(studies=("code",), parse=True),
-        "gpu": dict(studies=("code",), parse=False),
+        "cpu-long": dict(studies=(), parse=True),
+        "gpu": dict(studies=(), parse=False),
     }
 
     def __post_init__(self) -> None:
@@ -113,6 +117,17 @@ def run_sweep(acfg: AdaptConfig, rcfg: PaperRateConfig, work: Path, source=None)
 
     rated = rate_config(acfg, rcfg)
     return adapt.run_grid(rated, work, source=source, runs=_study_runs(rated))
+
+
+def rates_line(acfg: AdaptConfig, pcfg: ParseConfig) -> str:
+    """The line a chapter prints where its profile trains no study again at Table 8's rate: each study's rate beside
+    Table 8's."""
+    rates = [f"{s.name} {s.lr:g} (Table 8: {PAPER_RATES[s.name]:g})" for s in acfg.studies if s.name in PAPER_RATES]
+    if pcfg.recipes:
+        rates.append(f"parsing {pcfg.lr:g} (Table 8: {PAPER_PARSE_RATE:g})")
+    return ("No study trains again at Table 8's rate in this profile; the studies' rates: " + ", ".join(rates)
+            + " (benchmarks/results/ls_paper_rate_cpu_long.md and ls_paper_rate_code_cpu_long.md measured the "
+            "continual and code studies at both rates, and moved them to Table 8's)")
 
 
 def parse_config(pcfg: ParseConfig) -> ParseConfig:
