@@ -440,6 +440,19 @@ def test_norm_ablation_flips_with_the_top_rate_run():
     assert _verdict({"norm_ablation": _ablation(5.10), "language_models": lm}, worse) == "held"  # 4.98 vs 4.95
     better = _ablation(5.10).assign(test_nll=lambda t: t["test_nll"].where(t["kv_norm"], t["test_nll"] - 0.1))
     assert _verdict({"norm_ablation": better, "language_models": lm}, worse) == "not held"
+    # the norm-free run diverged at the top rate, the normed layer's best: the diagnosis says the norm buys that rate,
+    # and how close the norm-free best comes; a normed top rate past its own optimum reads as such instead
+    edge = pd.DataFrame([{"kv_norm": norm, "lr": lr, "test_nll": nll, "final_train_loss": nll,
+                          "diverged": not norm and lr == 1e-2}
+                         for norm, lr, nll in [(True, 1e-3, 5.10), (True, 3e-3, 4.95), (True, 1e-2, 4.90),
+                                               (False, 1e-3, 4.98), (False, 3e-3, 4.91), (False, 1e-2, float("nan"))]])
+    row = _judge({"norm_ablation": edge, "language_models": lm}).loc[worse]
+    assert (row["verdict"], row["diagnosis"]) == ("not held", "scale")
+    assert "diverged where the normed one reaches 4.900, its best" in row["evidence"]
+    assert "4.910 at 0.003, comes within +0.010 of it" in row["evidence"] and "diverged" in row["measured"]
+    past = edge.assign(test_nll=lambda t: t["test_nll"].mask(t["kv_norm"] & (t["lr"] == 1e-2), 4.97))
+    evidence = _judge({"norm_ablation": past, "language_models": lm}).loc[worse, "evidence"]
+    assert "past the normed layer's own optimum (+0.020 over its best at 0.003" in evidence
 
 
 def _copying(rt: float, t: float, curve_gain: float = 0.05) -> dict[str, pd.DataFrame]:

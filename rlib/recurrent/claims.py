@@ -1460,6 +1460,11 @@ def _stability(table: pd.DataFrame, wide: pd.DataFrame, shape: str, cfg: Recurre
                 f"{', '.join(f'{lr:g}' for lr in sorted(diverged.loc[diverged['kv_norm'], 'lr']))})")
     edge = float(diverged["lr"].min())
     normed, normed_best = float(wide.loc[edge, True]), float(wide[True].min())
+    if normed <= normed_best:  # the rate where the norm-free layer diverged is the normed layer's best
+        return (f"without the norm the run at lr {edge:g} diverged where the normed one reaches {normed:.3f}, its "
+                f"best: the norm lets the layer train at a rate the norm-free one cannot (Sec. 4, App. E.2), but the "
+                f"norm-free layer's best, {float(wide[False].min()):.3f} at {wide[False].idxmin():g}, comes within "
+                f"{float(wide[False].min()) - normed:+.3f} of it {where}; needs: seeds at both best rates")
     return (f"without the norm the run at lr {edge:g} diverged where the normed one reaches {normed:.3f}, so the norm "
             f"does keep the higher rate stable (Sec. 4, App. E.2); but {where} that rate is past the normed layer's "
             f"own optimum ({normed - normed_best:+.3f} over its best at {wide[True].idxmin():g}; {best}), so the "
