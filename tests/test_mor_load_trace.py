@@ -15,7 +15,7 @@ from rlib.mor import MoRLoss, MoRSpec, build
 from rlib.mor.claims import JUDGES, Missing
 from rlib.mor.config import MoRConfig
 from rlib.mor.routers import max_violation
-from rlib.mor.tables import load_imbalance_table, load_trace_table
+from rlib.mor.tables import load_imbalance_table, load_trace_table, uniform_maxvio
 from rlib.train import TrainConfig, train
 from tests.test_looping import tiny_config
 from tests.test_mor_train import L, windows
@@ -110,3 +110,16 @@ def test_imbalance_summary_per_run():
 def test_claim_is_not_measured_without_a_final_design_trace():
     with pytest.raises(Missing):
         _judge([])
+
+
+def test_the_chance_floor_of_maxvio_shrinks_with_the_token_count_and_is_reported_beside_the_verdict():
+    few, many = uniform_maxvio(4096, 3), uniform_maxvio(409_600, 3)
+    assert 0 < many[0] < few[0] < few[1]  # 100x the tokens: a tenth of the chance MaxVio (it falls as 1 / sqrt(N))
+    assert few[0] / many[0] == pytest.approx(10, rel=0.1)
+    assert uniform_maxvio(4096, 3) == few  # seeded
+    with pytest.raises(ValueError, match="n_experts=1"):
+        uniform_maxvio(10, 1)
+    verdict = _judge([_trace_result("tc-s0", 0, [0.9] * 45 + [0.1] * 55, 0.2)])
+    cfg = MoRConfig.preset("cpu")
+    assert f"{few[0]:.3f}, 95th percentile {few[1]:.3f}, on a step's 4096 tokens" in verdict.measured
+    assert f"on the {cfg.eval_windows * cfg.seq_len} held-out tokens" in verdict.measured

@@ -27,7 +27,7 @@ from rlib import looping
 from rlib.book.claims import ClaimSpec, Ledger
 from rlib.mor.config import SHORT, MoRConfig
 from rlib.mor.spec import MoRSpec
-from rlib.mor.tables import PAPER_FINAL_MAXVIO, PAPER_RANDOM_MAXVIO, load_imbalance_table
+from rlib.mor.tables import PAPER_FINAL_MAXVIO, PAPER_RANDOM_MAXVIO, load_imbalance_table, uniform_maxvio
 from rlib.rounds import decides, too_few
 
 __all__ = ["CHAPTER", "FUNCTION_WORDS", "NEEDS", "SPECS", "judge"]
@@ -1437,7 +1437,7 @@ def _tc_imbalance(tables, cfg) -> Verdict:
     measured = "; ".join(
         f"{r.label} {r.budget} seed {r.seed}: {r.share_above:.0%} of {r.steps} steps above {PAPER_FINAL_MAXVIO} "
         f"(last 10% median {r.late_maxvio:.3f}), ends at {r.end_maxvio:.3f} on held-out windows"
-        for r in runs.itertuples())
+        for r in runs.itertuples()) + _chance_maxvio(runs, cfg)
     if held:
         return Verdict(True, measured)
     settled = "; ".join(
@@ -1449,6 +1449,17 @@ def _tc_imbalance(tables, cfg) -> Verdict:
                                               "runs (Table 4's caption) train for far more steps, and its 'nearly "
                                               "half' is a share of those; needs: the trace at >= 4x steps "
                                               "(cpu-long's ablation-budget row)"))
+
+
+def _chance_maxvio(runs: pd.DataFrame, cfg) -> str:
+    """What a uniform random router reads by chance on a step's tokens and on the held-out tokens (ours: the floor
+    of MaxVio at this token count, beside Table 11's trained random router)."""
+    step_tokens, test_tokens = int(runs["tokens_per_step"].median()), cfg.eval_windows * cfg.seq_len
+    (step_mean, step_q), (test_mean, test_q) = (uniform_maxvio(n, cfg.n_recursions) for n in (step_tokens,
+                                                                                             test_tokens))
+    return (f" (ours: a uniform random router reads MaxVio {step_mean:.3f}, 95th percentile {step_q:.3f}, on a "
+            f"step's {step_tokens} tokens by chance, and {test_mean:.3f} / {test_q:.3f} on the {test_tokens} held-out "
+            f"tokens; Table 11's random router {PAPER_RANDOM_MAXVIO} on 500 x 2K)")
 
 
 # ---------------------------------------------------------------------------------------------------- Fig. 5c
