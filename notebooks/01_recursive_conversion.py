@@ -203,7 +203,10 @@ run.table(tables.shift_table(results, cfg, source), "data_shift");
 shift_study = paper_rate.ShiftRateConfig.preset(profile)
 if shift_study.run:
     shift_rated = paper_rate.run(cfg, shift_study, work)
-    run.table(paper_rate.shift_rate_table(results, shift_rated, cfg, source), "data_shift_paper_rate");
+    shift_rates = run.table(paper_rate.shift_rate_table(results, shift_rated, cfg, source), "data_shift_paper_rate")
+    run.figure(plots.plot_shift_rates(shift_rates, -claims.SHIFT_GAIN, claims.SHIFT_TASK_CHANGE,
+                                      "Table 2's data-shift pair at the chapter's rate and the paper's"),
+               "data_shift_paper_rate");
 
 # %% [markdown]
 # ## Memory and speed

@@ -107,3 +107,19 @@ def test_the_pair_trains_at_the_paper_rate_in_its_own_folder(tmp_path, needs_ass
     table = paper_rate.shift_rate_table(chapter, rated, cfg, ch01.source_result(cfg, source))
     assert len(table) == 5 and table["own_nll_change"].iloc[1:].notna().all()
     assert paper_rate.run(cfg, ShiftRateConfig(run=False), tmp_path) == []
+
+
+def test_the_figure_draws_both_rates_for_each_corpus_beside_table_2():
+    from rlib.book.figcheck import overlapping_labels
+    from rlib.recursive import plots
+    from rlib.recursive.claims import SHIFT_GAIN, SHIFT_TASK_CHANGE
+
+    table = paper_rate.shift_rate_table(_pair(1.2, 45.0), _pair(0.9, 47.5), CFG, SOURCE)
+    assert table["task_avg_change_se"].iloc[1:].notna().all() and table["task_avg_change_se"].isna().iloc[0]
+    fig = plots.plot_shift_rates(table, -SHIFT_GAIN, SHIFT_TASK_CHANGE, "t")
+    nll, task = fig.axes[:2]
+    assert len(nll.patches) == len(task.patches) == 4  # 2 corpora x 2 rates
+    heights = sorted(round(p.get_height(), 4) for p in nll.patches)
+    assert heights == [-0.1054, -0.1054, 0.1823, 0.1823]
+    assert any("the paper's" in t.get_text() for t in fig.legends[0].get_texts())
+    assert overlapping_labels(fig) == []

@@ -21,6 +21,7 @@ from rlib.book.claims import ClaimSpec, Ledger
 from rlib.book.judging import Missing, Outcome, Rules, chain, fmt_ci, mean_interval, nats, rows, value, values
 from rlib.recursive import lr_sweep
 from rlib.recursive.config import RecursiveConfig
+from rlib.recursive.tables import task_change_se
 
 __all__ = ["CHAPTER", "SPECS", "judge"]
 
@@ -36,6 +37,7 @@ KD_LOSS_SPREAD = nats(12.60, 12.36)  # Table I.1: JSD vs FKL, the spread among t
 FULL_GAP = nats(16.38, 13.46)  # Table F.1: Pythia B=2 Step vs its uptrained full model at 15B, the largest B=2 gap
 # (Gemma 12.85 vs 10.76 is 0.178; TinyLlama's Step beats its full model)
 SHIFT_GAIN = nats(11.46, 10.76)  # Table 2: Gemma's own SlimPajama PPL before vs after 15B uptraining
+SHIFT_TASK_CHANGE = 60.1 - 61.7  # Table 2: Gemma's few-shot average after 15B uptraining minus before (points)
 PARAM_TOLERANCE = 1e-3  # ours: non-embedding ratio vs 1/B (the final norm is not looped)
 
 _NEEDS_B3_INITS = ("needs: recursive B=3 (K=10) models uptrained with the average, lower and random inits beside "
@@ -586,7 +588,6 @@ def _shift_rows(uptrained: pd.DataFrame, source: pd.Series, shift: pd.DataFrame,
     change, ours: binomial over at most `task_limit` items per task, the two models taken as independent)."""
     ppl = lambda corpus: f"after ppl[{corpus}]"  # noqa: E731
     corpora = [c[len("after ppl["):-1] for c in shift.columns if c.startswith("after ppl[")]
-    tasks = [c for c in shift.columns if c.startswith("after task[")]
     own, elsewhere, parts = [], [], []
     for _, row in uptrained.iterrows():
         home = row["uptraining corpus"]
@@ -595,8 +596,8 @@ def _shift_rows(uptrained: pd.DataFrame, source: pd.Series, shift: pd.DataFrame,
         d_task = row["after task_avg"] - source["after task_avg"] if "after task_avg" in shift else float("nan")
         own.append(d_own < 0)
         elsewhere.append(not d_task >= 0)  # the few-shot average falls (NaN without tasks: not shown)
-        variance = sum(p / 100 * (1 - p / 100) / cfg.task_limit for t in tasks for p in (row[t], source[t]))
-        se = f" (s.e. {100 * math.sqrt(variance) / len(tasks):.1f})" if tasks and cfg.task_limit > 0 else ""
+        se = task_change_se(row, source, cfg.task_limit)
+        se = "" if math.isnan(se) else f" (s.e. {se:.1f})"
         parts.append(f"uptrained on {home}: own NLL {d_own:+.3f}, "
                      + ", ".join(f"{c} {d:+.3f}" for c, d in others.items()) + f", task_avg {d_task:+.1f}{se}")
     return own, elsewhere, parts

@@ -100,7 +100,8 @@ def shift_rate_table(chapter: list[dict[str, Any]], paper: list[dict[str, Any]],
     model's evaluation (`rlib.recursive.experiments.source_result`). One row for the source model (lr NaN) and one
     per (rate, uptraining corpus) of the full model: its perplexities and task scores after uptraining, and
     `own_nll_change` (nats on its own uptraining corpus against the source: below 0 is Table 2's (a)) and
-    `task_avg_change` (points against the source: below 0 is Table 2's (b))."""
+    `task_avg_change` (points against the source: below 0 is Table 2's (b)) with its binomial standard error
+    `task_avg_change_se` (ours: `rlib.recursive.tables.task_change_se`)."""
     from rlib.recursive import tables
 
     if not paper:
@@ -118,6 +119,8 @@ def shift_rate_table(chapter: list[dict[str, Any]], paper: list[dict[str, Any]],
     table["task_avg_change"] = (table["after task_avg"] - base["after task_avg"] if "after task_avg" in table
                                 else np.nan)
     table.loc[0, "task_avg_change"] = np.nan
+    table["task_avg_change_se"] = [tables.task_change_se(r, base, cfg.task_limit) if i else np.nan
+                                   for i, (_, r) in enumerate(table.iterrows())]
     lead = ["model", "lr", "paper_rate", "uptraining corpus"]
     return table[lead + [c for c in table.columns if c not in lead]]
 

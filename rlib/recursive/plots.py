@@ -4,6 +4,8 @@
     plot_loss_curves     training loss (smoothed) and validation loss against uptraining tokens, one line per run
                          (`rlib.plotting.plot_training_curves`, shared with chapter 02's Fig. G.1)
     plot_size_quality    held-out perplexity against unique non-embedding parameters: full, recursive, baselines
+    plot_shift_rates     Table 2's data-shift pair at the chapter's rate and the paper's: the own-corpus NLL change and
+                         the task-average change against the source model
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from matplotlib.patches import Patch
 from rlib.plotting import PALETTE, new_figure, style
 from rlib.plotting import plot_training_curves as plot_loss_curves
 
-__all__ = ["plot_layer_mapping", "plot_loss_curves", "plot_size_quality"]
+__all__ = ["plot_layer_mapping", "plot_loss_curves", "plot_shift_rates", "plot_size_quality"]
 
 
 def plot_layer_mapping(mappings: dict[str, pd.DataFrame], title: str | None = None) -> Figure:
@@ -84,4 +86,38 @@ def plot_size_quality(table: pd.DataFrame, metric: str, ylabel: str, title: str,
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_shift_rates(table: pd.DataFrame, paper_nll: float, paper_task: float, title: str) -> Figure:
+    """`table` from `rlib.recursive.paper_rate.shift_rate_table`. Left: the full model's NLL change on its own
+    uptraining corpus against the source, one bar per (corpus, rate); right: its task-average change with the binomial
+    standard error; Table 2's own changes (`paper_nll` nats, `paper_task` points: Gemma at 15B) dotted."""
+    style()
+    uptrained = table[table["model"] == "full-size"]
+    corpora = list(dict.fromkeys(uptrained["uptraining corpus"]))
+    rates = list(dict.fromkeys(zip(uptrained["lr"], uptrained["paper_rate"].astype(str) == "True")))
+    colours = sns.color_palette(PALETTE, len(rates))
+    width = 0.8 / len(rates)
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    panels = ((axes[0], "own_nll_change", None, paper_nll, "NLL change on its own corpus (nats)"),
+              (axes[1], "task_avg_change", "task_avg_change_se", paper_task, "task-average change (points, ±1 s.e.)"))
+    for ax, column, error, paper, ylabel in panels:
+        for j, (lr, at_paper) in enumerate(rates):
+            part = uptrained[(uptrained["lr"] == lr)].set_index("uptraining corpus").reindex(corpora)
+            pos = np.arange(len(corpora)) + (j - (len(rates) - 1) / 2) * width
+            errors = part[error].to_numpy(dtype=float) if error and error in part else None
+            label = f"lr {lr:g}" + (" (the paper's, App. E)" if at_paper else " (the chapter's)")
+            bars = ax.bar(pos, part[column].to_numpy(dtype=float), width * 0.92, color=colours[j], yerr=errors,
+                          capsize=3, label=label)
+            ax.bar_label(bars, fmt="%+.2f" if error is None else "%+.1f", padding=2, fontsize=7)
+        ax.axhline(paper, linestyle=":", color="0.3", label="Table 2 (Gemma, 15B)")
+        ax.axhline(0, color="0.6", linewidth=0.6)
+        ax.set_xticks(np.arange(len(corpora)), [f"uptrained on\n{c}" for c in corpora], fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
     return fig

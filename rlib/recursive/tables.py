@@ -13,7 +13,7 @@ from rlib.experiments import training_curves as loss_curves
 from rlib.recursive.config import RecursiveConfig, Variant
 
 __all__ = ["curve_labels", "flat", "headline", "init_table", "kd_table", "loss_curves", "shift_table", "size_table",
-           "speed_table"]
+           "speed_table", "task_change_se"]
 
 
 def flat(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -102,6 +102,17 @@ def shift_table(results: list[dict[str, Any]], cfg: RecursiveConfig, source: dic
         model = "full-size" if r["kind"] == "full" else f"recursive B={r['n_loops']}"
         rows.append({"model": model, "uptraining corpus": r["corpus"], **{c: r[c] for c in cols}})
     return pd.DataFrame(rows)
+
+
+def task_change_se(row: pd.Series, source: pd.Series, task_limit: int) -> float:
+    """The standard error (points) of a data-shift row's `after task_avg` minus the source's (ours): binomial over
+    at most `task_limit` items per task (every `after task[...]` column of the row), the two models taken as
+    independent; NaN without tasks."""
+    tasks = [c for c in row.index if c.startswith("after task[")]
+    if not tasks or task_limit < 1:
+        return float("nan")
+    variance = sum(p / 100 * (1 - p / 100) / task_limit for t in tasks for p in (row[t], source[t]))
+    return 100 * float(np.sqrt(variance)) / len(tasks)
 
 
 def curve_labels(runs: list[Variant], cfg: RecursiveConfig, group: str) -> dict[str, str]:
