@@ -568,17 +568,35 @@ def _shift(tables, cfg: RecursiveConfig) -> Outcome:
             diagnosis = ("setup", f"{damage}{at_paper}: the claim holds at the paper's rate, so its failure here is "
                                   "the chapter's rate's")
         elif rated[0]:
-            diagnosis = ("scale", f"{damage}{at_paper}: at the paper's rate its own corpus improves but the few-shot "
-                                  "average does not fall, so the rate explains (a) alone; the corpora may share too "
-                                  "much with the source's pretraining mix; needs: a corpus far from it")
+            diagnosis = ("scale", f"{damage}{at_paper}: at the paper's rate its own corpus improves, so the rate "
+                                  f"explains (a), but the few-shot average does not fall on every corpus; "
+                                  f"{_task_resolution(tables, cfg)}")
         else:
             diagnosis = ("setup", f"{damage}{at_paper}: its own corpus gets worse at the paper's rate too; needs: the "
                                   "full model at rates below 2e-4")
     else:
-        diagnosis = ("scale", f"uptraining improves its own corpus without lowering the few-shot average "
-                              f"({measured}){at_paper}: the corpora may share too much with the source's pretraining "
-                              "mix; needs: a corpus far from it")
+        diagnosis = ("scale", f"uptraining improves its own corpus without lowering the few-shot average on every "
+                              f"corpus{at_paper}; {_task_resolution(tables, cfg)}")
     return Outcome(all(own) and all(elsewhere), measured, diagnosis)
+
+
+def _task_resolution(tables: Mapping[str, pd.DataFrame], cfg: RecursiveConfig) -> str:
+    """How finely the run's task suite resolves a task-average change against Table 2's (ours): the largest binomial
+    s.e. of a change in the data-shift tables, and the items a task that would bring 2 s.e. to Table 2's change."""
+    ses = []
+    for name in ("data_shift", "data_shift_paper_rate"):
+        table = tables.get(name)
+        if table is None or table.empty:
+            continue
+        source = rows(table, model="full-size, not uptrained").iloc[0]
+        ses += [task_change_se(row, source, cfg.task_limit) for _, row in rows(table, model="full-size").iterrows()]
+    ses = [s for s in ses if not math.isnan(s)]
+    if not ses:
+        return "needs: the task suite scored before and after uptraining"
+    items = math.ceil(cfg.task_limit * (2 * max(ses) / abs(SHIFT_TASK_CHANGE)) ** 2)
+    return (f"a task-average change carries a standard error up to {max(ses):.1f} points at {cfg.task_limit} items a "
+            f"task, against Table 2's {SHIFT_TASK_CHANGE:+.1f}; needs: about {items:,} items a task to resolve it at "
+            "2 s.e.")
 
 
 def _shift_rows(uptrained: pd.DataFrame, source: pd.Series, shift: pd.DataFrame, cfg: RecursiveConfig
