@@ -42,7 +42,10 @@ def test_committed_cpu_tables_give_the_catalogued_verdicts():
     assert failed["evidence"].str.len().gt(40).all()
     # the diagnosis carries this run's numbers, not a sentence written in advance
     shift = table.loc["rrt.tab2.uptraining_shift_degrades"]
-    assert "own NLL +0.150" in shift["evidence"] and shift["diagnosis"] == "setup"  # 2026-12-06, the AMX Xeon
+    # 2026-12-07, the AVX512-BF16 EPYC: the chapter's 1e-3 damages the full model on its own corpus, the paper's 2e-4
+    # does not (data_shift_paper_rate), and there the task average falls on one corpus of two, within its s.e.
+    assert "own NLL +0.134" in shift["evidence"] and shift["diagnosis"] == "scale"
+    assert "at the paper's 0.0002 (App. E): uptrained on gutenberg-poetry: own NLL -0.298" in shift["evidence"]
 
 
 def test_specs_are_unique_and_placed_and_nothing_is_judged_without_tables():
