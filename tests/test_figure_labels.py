@@ -301,6 +301,9 @@ def _cases() -> dict[str, Callable[[], object]]:
         "rlib.recursive.plots.plot_size_quality": lambda: p01.plot_size_quality(
             csv("01", "size_quality"), "after ppl[gutenberg-poetry]", "held-out perplexity, gutenberg-poetry (log)",
             "Perplexity against unique parameters (Fig. 4)"),
+        "rlib.recursive.plots.plot_shift_rates": lambda: p01.plot_shift_rates(
+            csv("01", "data_shift_paper_rate"), -0.063, -1.6,
+            "Table 2's data-shift pair at the chapter's rate and the paper's"),
         "rlib.relaxed.plots.plot_step0": lambda: p02.plot_step0(
             csv("02", "step0"), "Step 0: relaxed B=2 models vs LoRA rank (gutenberg-poetry)"),
         "rlib.relaxed.plots.plot_relaxation": lambda: p02.plot_relaxation(
