@@ -92,6 +92,16 @@ def test_the_fits_recover_a_known_optimum_and_the_paths_slope():
         compute_optimal.fit_optima(grid[grid["width"] != 384])
 
 
+def test_the_path_is_fitted_in_log_space_where_a_far_optimum_underflows():
+    fits = compute_optimal.fit_optima(_grid({"vanilla": 0.2, "rec": 0.4, "mor": 0.8}))
+    far = fits.assign(log_n_star=np.where(fits["label"] == "Vanilla", fits["log_n_star"] - 800, fits["log_n_star"]))
+    far["n_star_m"] = np.exp(far["log_n_star"])  # 0.0 for Vanilla: its log is -inf
+    assert (far.loc[far["label"] == "Vanilla", "n_star_m"] == 0).all()
+    with np.errstate(divide="raise"):  # no log of 0 on the way
+        path = compute_optimal.optimal_path(far).set_index("label")["slope"]
+    assert path["Vanilla"] == pytest.approx(0.2) and np.isfinite(path).all()
+
+
 def test_the_table_measures_every_model_against_its_widths_vanilla_size():
     def result(spec, width, params):
         label = "Vanilla" if spec is None else spec.label()

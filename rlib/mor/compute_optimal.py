@@ -106,9 +106,9 @@ def run_grid(cfg: MoRConfig, study: ComputeOptimalConfig, work: Path) -> list[di
 def fit_optima(table: pd.DataFrame) -> pd.DataFrame:
     """One quadratic nll = p2 (ln N)^2 + p1 ln N + p0 per (label, budget_flops) over `base_params_m` (N, millions).
 
-    Columns: n_star_m (the fitted optimum; the best sampled size when the fit has no minimum), nll_star, convex
-    (p2 > 0), interior (convex and N* within the sampled sizes: the widths bracket the optimum), best_width (the
-    sampled width with the lowest NLL) and the coefficients."""
+    Columns: n_star_m (the fitted optimum; the best sampled size when the fit has no minimum) and its log
+    log_n_star, nll_star, convex (p2 > 0), interior (convex and N* within the sampled sizes: the widths bracket the
+    optimum), best_width (the sampled width with the lowest NLL) and the coefficients."""
     rows = []
     for (label, budget), group in table.groupby(["label", "budget_flops"], sort=False):
         group = group.sort_values("base_params_m")
@@ -121,6 +121,7 @@ def fit_optima(table: pd.DataFrame) -> pd.DataFrame:
         log_star = -p1 / (2 * p2) if convex else log_n[best]
         interior = convex and bool(log_n.min() <= log_star <= log_n.max())
         rows.append({"label": label, "budget_flops": budget, "n_star_m": float(np.exp(log_star)),
+                     "log_n_star": float(log_star),
                      "nll_star": float(np.polyval([p2, p1, p0], log_star)), "convex": convex, "interior": interior,
                      "best_width": int(group["width"].iloc[best]), "best_nll": float(nll[best]),
                      "p2": float(p2), "p1": float(p1), "p0": float(p0)})
@@ -134,7 +135,9 @@ def optimal_path(fits: pd.DataFrame) -> pd.DataFrame:
     for label, group in fits.groupby("label", sort=False):
         if group["budget_flops"].nunique() < 2:
             raise ValueError(f"{label}: the optimal path needs >= 2 budgets, got {group['budget_flops'].nunique()}")
-        a, b = np.polyfit(np.log(group["budget_flops"]), np.log(group["n_star_m"]), 1)
+        # in log space as fitted: a refit under noise can put a barely convex optimum so far out that exp underflows
+        log_star = group["log_n_star"] if "log_n_star" in group else np.log(group["n_star_m"])
+        a, b = np.polyfit(np.log(group["budget_flops"]), log_star, 1)
         rows.append({"label": label, "slope": float(a), "intercept": float(b), "budgets": len(group),
                      "interior": int(group["interior"].sum())})
     return pd.DataFrame(rows)
