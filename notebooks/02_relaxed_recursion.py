@@ -63,6 +63,7 @@ from rlib.relaxed import (
     experiments,
     norm_folding,
     plots,
+    post_rate,
     post_seeds,
     tables,
     throughput,
@@ -255,6 +256,19 @@ if not budget.empty:
 book.show_source(early_exit.ExitLoss)
 exit_nll = run.table(tables.exit_table(results, cfg), "early_exit")
 run.figure(plots.plot_exits(exit_nll, cfg.n_loops, "Static-exit NLL per loop after each schedule"), "early_exit");
+
+# %% [markdown]
+# The `none` row is the test of the recipe itself: post-training with no exit loss should leave the final loop where
+# uptraining left it. The paper post-trains at the uptraining's own rate (2e-4) on as many tokens as the uptraining
+# (App. E, App. J); this chapter for a third of its steps at its own 1e-3, re-warmed. The same three losses post-train
+# the same model under the paper's recipe (`rlib.relaxed.post_rate`; `cpu-long` also changes the rate and the length
+# one at a time), and the ledger reads them before it blames the exit loss or the recipe:
+
+# %%
+post_study = post_rate.PostRateConfig.preset(profile)
+if post_study.cells:
+    run.table(post_rate.post_rate_table(exit_nll, post_rate.run(cfg, post_study, work, source, chapter01), cfg),
+              "post_rate");
 
 # %% [markdown]
 # Every row above is one post-training run, and App. J's findings rest on gaps of a few hundredths of a nat: self-KD

@@ -1460,13 +1460,51 @@ def _keeps_final(tables, cfg: RelaxedConfig) -> Outcome:
     measured = f"recursive final: before {before:.3f}, post none {control:.3f}; " + "; ".join(
         f"{s} {d_before:+.3f} vs before, {d_control:+.3f} vs none" for s, (d_before, d_control) in changes.items()) \
         + f" (tolerance {FINAL_TOLERANCE:.3f})"
+    recipe = (f"{cfg.post_steps} steps = {cfg.post_steps / cfg.steps:.2f} of the uptraining, re-warmed to the peak "
+              f"rate {cfg.lr:g}; the paper: 2e-4 and as many tokens as the uptraining")
     evidence = (f"the CE-only control already moves the final loop by {control - before:+.3f} nats, so the "
-                f"post-training recipe itself ({cfg.post_steps} steps = {cfg.post_steps / cfg.steps:.2f} of the "
-                f"uptraining, re-warmed to the peak rate {cfg.lr:g}; the paper: 2e-4 and as many tokens as the "
-                "uptraining) does most of the damage; needs: post-training at a lower rate with as many tokens as the "
-                "uptraining, beside its CE-only control")
+                f"post-training recipe itself ({recipe}) does most of the damage; needs: post-training at a lower rate "
+                "with as many tokens as the uptraining, beside its CE-only control (rlib.relaxed.post_rate)")
+    diagnosis = ("setup", evidence)
+    cells = _post_recipes(tables)
+    if ("paper", "uptraining") in cells:
+        paper = cells["paper", "uptraining"][0]  # {exit: final loop against the model before post-training}
+        said = "; ".join(text for _, text in cells.values())
+        kept = all(paper[s] <= FINAL_TOLERANCE for s in changes if s in paper)
+        if kept:
+            diagnosis = ("setup", f"at the chapter's recipe ({recipe}) the CE-only control moves the final loop by "
+                                  f"{control - before:+.3f} nats; {said}: the claim holds at the paper's recipe, so "
+                                  "its failure here is the chapter's post-training recipe's")
+        elif paper["none"] > FINAL_TOLERANCE:
+            diagnosis = ("budget", f"{said}: even the CE-only control at the paper's recipe moves the final loop by "
+                                   f"{paper['none']:+.3f} nats, so any post-training of this "
+                                   f"{cfg.steps}-step uptrained model moves its final loop; needs: a longer "
+                                   "uptraining before post-training")
+        else:
+            diagnosis = ("scale", f"{said}: at the paper's recipe the CE-only control keeps the final loop "
+                                  f"({paper['none']:+.3f} nats) while the exit loss does not: the exit loss's own cost "
+                                  "on this model")
     held = all(d_before <= FINAL_TOLERANCE for d_before, _ in changes.values())
-    return Outcome(held, measured, ("setup", evidence))
+    return Outcome(held, measured, diagnosis)
+
+
+def _post_recipes(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], tuple[dict[str, float], str]]:
+    """The recursive model's post-training under other recipes (post_rate, `rlib.relaxed.post_rate`): per (rate,
+    length) cell, ({exit: final loop against the model before post-training}, the phrase that reads it); {} where the
+    run has no such table."""
+    table = tables.get("post_rate")
+    if table is None or table.empty:
+        return {}
+    out = {}
+    for (rate, length), cell in table[table["rate"] != "-"].groupby(["rate", "length"], sort=False):
+        if (rate, length) == ("chapter", "chapter"):
+            continue
+        change = dict(zip(cell["exit"], cell["final_vs_before"]))
+        head = cell.iloc[0]
+        out[rate, length] = (change, f"at {head['lr']:g} for {int(head['steps'])} steps ({rate} rate, {length} "
+                                     "length) the final loop moves " + ", ".join(f"{e} {d:+.3f}" for e, d in
+                                                                                 change.items()))
+    return out
 
 
 @rules("rrt.tab3.agg_keeps_final_loop.ours", "early_exit")
