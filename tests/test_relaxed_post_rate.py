@@ -115,3 +115,16 @@ def test_the_chapters_own_cell_reproduces_the_grids_run_and_the_papers_cell_trai
     metrics = pd.read_csv(next((tmp_path / "post-rate" / results[0]["name"]).glob("train-*/metrics.csv")))
     assert metrics["lr"].max() <= PAPER_RATE * (1 + 1e-6)
     assert post_rate.run(SMOKE, PostRateConfig(cells=()), tmp_path, source, None) == []
+
+
+@pytest.mark.parametrize("loop1, diagnosis", [(6.05, "setup"), (6.4, "budget")])
+def test_loop1s_diagnosis_reads_the_papers_recipe(loop1, diagnosis):
+    cfg = SMOKE.override(n_loops=2, exit_schedules=("none", "aggressive_kd"))
+    exits = _exits(6.0, {"none": 6.11, "aggressive_kd": 6.13}).assign(
+        **{"nll loop 1": [7.0, 6.9, 6.5]})  # the chapter's gap 6.5 - 6.13 = 0.37, past Table 3's 0.129
+    results = _results(("paper", "uptraining"), {"none": 5.9, "aggressive_kd": 5.95})
+    results[1]["after"]["nll_loop1"] = loop1
+    written = {"early_exit": exits, "post_rate": post_rate.post_rate_table(exits, results, cfg)}
+    row = judge(written, cfg, "cpu").finish().set_index("id").loc["rrt.tab3.loop1_lifted_small_gap"]
+    assert row["verdict"] == "not held" and row["diagnosis"] == diagnosis
+    assert f"(the paper's recipe) aggressive_kd's loop 1 {loop1:.3f}, gap to final {loop1 - 5.95:.3f}" in row["evidence"]
