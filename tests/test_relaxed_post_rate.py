@@ -127,4 +127,5 @@ def test_loop1s_diagnosis_reads_the_papers_recipe(loop1, diagnosis):
     written = {"early_exit": exits, "post_rate": post_rate.post_rate_table(exits, results, cfg)}
     row = judge(written, cfg, "cpu").finish().set_index("id").loc["rrt.tab3.loop1_lifted_small_gap"]
     assert row["verdict"] == "not held" and row["diagnosis"] == diagnosis
-    assert f"(the paper's recipe) aggressive_kd's loop 1 {loop1:.3f}, gap to final {loop1 - 5.95:.3f}" in row["evidence"]
+    reading = f"(the paper's recipe) aggressive_kd's loop 1 {loop1:.3f}, gap to final {loop1 - 5.95:.3f}"
+    assert reading in row["evidence"]
