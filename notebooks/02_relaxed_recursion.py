@@ -260,9 +260,10 @@ run.figure(plots.plot_exits(exit_nll, cfg.n_loops, "Static-exit NLL per loop aft
 # %% [markdown]
 # The `none` row is the test of the recipe itself: post-training with no exit loss should leave the final loop where
 # uptraining left it. The paper post-trains at the uptraining's own rate (2e-4) on as many tokens as the uptraining
-# (App. E, App. J); this chapter for a third of its steps at its own 1e-3, re-warmed. The same three losses post-train
-# the same model under the paper's recipe (`rlib.relaxed.post_rate`; `cpu-long` also changes the rate and the length
-# one at a time), and the ledger reads them before it blames the exit loss or the recipe:
+# (App. E, App. J); this chapter for `post_steps` steps at its own peak rate, re-warmed (in `cpu` a third of its
+# uptraining steps at 1e-3). The same three losses post-train the same model under the paper's recipe
+# (`rlib.relaxed.post_rate`; `cpu-long` also changes the rate and the length one at a time), and the ledger reads them
+# before it blames the exit loss or the recipe:
 
 # %%
 post_study = post_rate.PostRateConfig.preset(profile)
