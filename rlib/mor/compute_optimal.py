@@ -136,8 +136,7 @@ def optimal_path(fits: pd.DataFrame) -> pd.DataFrame:
         if group["budget_flops"].nunique() < 2:
             raise ValueError(f"{label}: the optimal path needs >= 2 budgets, got {group['budget_flops'].nunique()}")
         # in log space as fitted: a refit under noise can put a barely convex optimum so far out that exp underflows
-        log_star = group["log_n_star"] if "log_n_star" in group else np.log(group["n_star_m"])
-        a, b = np.polyfit(np.log(group["budget_flops"]), log_star, 1)
+        a, b = np.polyfit(np.log(group["budget_flops"]), group["log_n_star"], 1)
         rows.append({"label": label, "slope": float(a), "intercept": float(b), "budgets": len(group),
                      "interior": int(group["interior"].sum())})
     return pd.DataFrame(rows)

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from rlib import experiments as run_cache
+from rlib.book.judging import nats
 from rlib.config import ConfigError, Preset
 from rlib.recursive.config import RecursiveConfig, Variant
 
@@ -114,8 +115,9 @@ def shift_rate_table(chapter: list[dict[str, Any]], paper: list[dict[str, Any]],
             parts.insert(0, shift[shift["model"] == "full-size, not uptrained"].assign(lr=np.nan, paper_rate=False))
     table = pd.concat(parts, ignore_index=True)
     base = table.iloc[0]
-    table["own_nll_change"] = [math.log(r[f"after ppl[{r['uptraining corpus']}]"] / base[
-        f"after ppl[{r['uptraining corpus']}]"]) if r["model"] == "full-size" else np.nan for _, r in table.iterrows()]
+    own = [f"after ppl[{corpus}]" for corpus in table["uptraining corpus"]]
+    table["own_nll_change"] = [nats(r[c], base[c]) if r["model"] == "full-size" else np.nan
+                               for c, (_, r) in zip(own, table.iterrows())]
     table["task_avg_change"] = (table["after task_avg"] - base["after task_avg"] if "after task_avg" in table
                                 else np.nan)
     table.loc[0, "task_avg_change"] = np.nan

@@ -1466,10 +1466,10 @@ def _keeps_final(tables, cfg: RelaxedConfig) -> Outcome:
                 f"post-training recipe itself ({recipe}) does most of the damage; needs: post-training at a lower rate "
                 "with as many tokens as the uptraining, beside its CE-only control (rlib.relaxed.post_rate)")
     diagnosis = ("setup", evidence)
-    cells = _post_recipes(tables)
-    if ("paper", "uptraining") in cells:
-        paper = cells["paper", "uptraining"][0]  # {exit: final loop against the model before post-training}
-        said = "; ".join(text for _, text in cells.values())
+    cells = _post_cells(tables)
+    if PAPER_POST_CELL in cells:
+        paper = cells[PAPER_POST_CELL]["final_vs_before"]  # exit -> final loop against the model before post-training
+        said = "; ".join(_post_cell_text(key, cell) for key, cell in cells.items())
         kept = all(paper[s] <= FINAL_TOLERANCE for s in changes if s in paper)
         if kept:
             diagnosis = ("setup", f"at the chapter's recipe ({recipe}) the CE-only control moves the final loop by "
@@ -1488,23 +1488,24 @@ def _keeps_final(tables, cfg: RelaxedConfig) -> Outcome:
     return Outcome(held, measured, diagnosis)
 
 
-def _post_recipes(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], tuple[dict[str, float], str]]:
+PAPER_POST_CELL = ("paper", "uptraining")  # rlib.relaxed.post_rate's (rate, length) cell of the paper's recipe
+
+
+def _post_cells(tables: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], pd.DataFrame]:
     """The recursive model's post-training under other recipes (post_rate, `rlib.relaxed.post_rate`): per (rate,
-    length) cell, ({exit: final loop against the model before post-training}, the phrase that reads it); {} where the
-    run has no such table."""
+    length) cell but the chapter's own, its rows indexed by exit loss; {} where the run has no such table."""
     table = tables.get("post_rate")
     if table is None or table.empty:
         return {}
-    out = {}
-    for (rate, length), cell in table[table["rate"] != "-"].groupby(["rate", "length"], sort=False):
-        if (rate, length) == ("chapter", "chapter"):
-            continue
-        change = dict(zip(cell["exit"], cell["final_vs_before"]))
-        head = cell.iloc[0]
-        out[rate, length] = (change, f"at {head['lr']:g} for {int(head['steps'])} steps ({rate} rate, {length} "
-                                     "length) the final loop moves " + ", ".join(f"{e} {d:+.3f}" for e, d in
-                                                                                 change.items()))
-    return out
+    return {key: cell.set_index("exit") for key, cell in table[table["rate"] != "-"].groupby(["rate", "length"],
+                                                                                            sort=False)
+            if key != ("chapter", "chapter")}
+
+
+def _post_cell_text(key: tuple[str, str], cell: pd.DataFrame) -> str:
+    head = cell.iloc[0]
+    return (f"at {head['lr']:g} for {int(head['steps'])} steps ({key[0]} rate, {key[1]} length) the final loop moves "
+            + ", ".join(f"{e} {d:+.3f}" for e, d in cell["final_vs_before"].items()))
 
 
 @rules("rrt.tab3.agg_keeps_final_loop.ours", "early_exit")
@@ -1544,19 +1545,17 @@ def _loop1_lifted(tables, cfg: RelaxedConfig) -> Outcome:
                f"gap to final {gap:.3f} (paper {LOOP1_GAP:.3f})"
     # the paper's lift is against the model before post-training; the CE-only control is the book's, reported
     diagnosis = ("budget", f"{measured}: {cfg.post_steps} post-training steps; needs: longer post-training")
-    table = tables.get("post_rate")
-    if table is not None and not table.empty:
-        cell = table[(table["rate"] == "paper") & (table["length"] == "uptraining")].set_index("exit")
-        if {"aggressive_kd"} <= set(cell.index):
-            r = cell.loc["aggressive_kd"]
-            paper_gap = r["nll loop 1"] - r[f"nll loop {last}"]
-            there = (f"at {r['lr']:g} for {int(r['steps'])} steps (the paper's recipe) aggressive_kd's loop 1 "
-                     f"{r['nll loop 1']:.3f}, gap to final {paper_gap:.3f}")
-            if r["nll loop 1"] < untrained and paper_gap <= LOOP1_GAP:
-                diagnosis = ("setup", f"{there}: the claim holds at the paper's post-training recipe, so its failure "
-                                      f"here is the chapter's {cfg.post_steps} steps at {cfg.lr:g}")
-            else:
-                diagnosis = ("budget", f"{diagnosis[1]}; {there}: not held at the paper's recipe either")
+    cell = _post_cells(tables).get(PAPER_POST_CELL)
+    if cell is not None and "aggressive_kd" in cell.index:
+        r = cell.loc["aggressive_kd"]
+        paper_gap = r["nll loop 1"] - r[f"nll loop {last}"]
+        there = (f"at {r['lr']:g} for {int(r['steps'])} steps (the paper's recipe) aggressive_kd's loop 1 "
+                 f"{r['nll loop 1']:.3f}, gap to final {paper_gap:.3f}")
+        if r["nll loop 1"] < untrained and paper_gap <= LOOP1_GAP:
+            diagnosis = ("setup", f"{there}: the claim holds at the paper's post-training recipe, so its failure "
+                                  f"here is the chapter's {cfg.post_steps} steps at {cfg.lr:g}")
+        else:
+            diagnosis = ("budget", f"{diagnosis[1]}; {there}: not held at the paper's recipe either")
     return Outcome(lifted < untrained and gap <= LOOP1_GAP, measured, diagnosis)
 
 
